@@ -1,0 +1,270 @@
+// Package oci turns the policy of one sandboxed run into OCI runtime spec
+// options for containerd's pkg/oci.
+//
+// Everything here is a pure function of the Policy it is given: it knows
+// nothing of containerd's client, of MCP, or of configuration files. The
+// options are applied by containerd's oci.GenerateSpec, and unit tests apply
+// them to a zero spec to assert every hardening field.
+package oci
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/containerd/v2/contrib/seccomp"
+	"github.com/containerd/containerd/v2/core/containers"
+	ctroci "github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// CodeDir is where the directory holding the run's program is mounted,
+// read-only, inside the sandbox.
+const CodeDir = "/sandbox"
+
+// Policy is everything that decides how one run is confined.
+type Policy struct {
+	// Args is the full command line, program path included.
+	Args []string
+	// Env is the complete environment, as KEY=value; see Env.
+	Env []string
+	// UID and GID the program runs as. Zero is refused: runs are never root.
+	UID, GID uint32
+	// Hostname inside the sandbox.
+	Hostname string
+
+	// MemoryBytes is the memory cgroup limit; swap is limited to the same
+	// value so that no swap is used.
+	MemoryBytes int64
+	// CPUs is the CFS quota in CPUs (1.5 means 150 ms every 100 ms).
+	CPUs float64
+	// Pids is the pids cgroup limit.
+	Pids int64
+	// TmpBytes sizes the tmpfs at /tmp, ShmBytes the one at /dev/shm.
+	TmpBytes int64
+	ShmBytes int64
+
+	// Rlimits are applied as given; build them with Rlimits so that none
+	// is raised above the server's own hard limit.
+	Rlimits []specs.POSIXRlimit
+
+	// CodeHostDir is the host directory holding the program; it is bind
+	// mounted read-only at CodeDir. Empty mounts nothing.
+	CodeHostDir string
+}
+
+// extraMaskedPaths are masked on top of containerd's defaults: they leak
+// host information and no program needs them.
+var extraMaskedPaths = []string{
+	"/proc/interrupts",
+	"/proc/kallsyms",
+	"/proc/sched_debug",
+	"/proc/timer_list",
+	"/sys/devices/virtual/powercap",
+	"/sys/firmware",
+	"/sys/kernel/debug",
+}
+
+// SpecOpts returns the options that build the spec of a run, in the order
+// they must be applied: the capability drop comes before seccomp, because
+// containerd's default profile allows some syscalls only to holders of
+// certain capabilities.
+func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
+	if err := p.validate(); err != nil {
+		return nil, err
+	}
+	quota, period := cfs(p.CPUs)
+	opts := []ctroci.SpecOpts{
+		ctroci.WithDefaultSpec(),
+		ctroci.WithProcessArgs(p.Args...),
+		ctroci.WithProcessCwd("/tmp"),
+		withEnvExactly(p.Env),
+		ctroci.WithUIDGID(p.UID, p.GID),
+		withNoAdditionalGIDs,
+		ctroci.WithHostname(p.Hostname),
+		ctroci.WithRootFSReadonly(),
+		ctroci.WithNoNewPrivileges,
+		ctroci.WithCapabilities(nil),
+		withNoAmbientCapabilities,
+		ctroci.WithoutRunMount,
+		ctroci.WithoutMounts("/dev/shm"),
+		ctroci.WithMounts(p.mounts()),
+		withMaskedPathsAdded(extraMaskedPaths),
+		withPrivateNetwork,
+		ctroci.WithMemoryLimit(uint64(p.MemoryBytes)),
+		ctroci.WithMemorySwap(p.MemoryBytes),
+		ctroci.WithCPUCFS(quota, period),
+		ctroci.WithPidsLimit(p.Pids),
+	}
+	for i := range p.Rlimits {
+		opts = append(opts, ctroci.WithRlimit(&p.Rlimits[i]))
+	}
+	// Last: the profile is derived from the capabilities set above.
+	opts = append(opts, seccomp.WithDefaultProfile())
+	return opts, nil
+}
+
+func (p Policy) validate() error {
+	switch {
+	case len(p.Args) == 0:
+		return fmt.Errorf("policy has no command")
+	case p.UID == 0 || p.GID == 0:
+		return fmt.Errorf("policy would run as uid %d gid %d: sandboxes never run as root", p.UID, p.GID)
+	case p.MemoryBytes <= 0:
+		return fmt.Errorf("policy has no memory limit")
+	case p.CPUs <= 0:
+		return fmt.Errorf("policy has no CPU limit")
+	case p.Pids <= 0:
+		return fmt.Errorf("policy has no pids limit")
+	case p.TmpBytes <= 0 || p.ShmBytes <= 0:
+		return fmt.Errorf("policy has no size for /tmp or /dev/shm")
+	}
+	return nil
+}
+
+// cfs converts a number of CPUs into a CFS quota over a 100 ms period.
+func cfs(cpus float64) (quota int64, period uint64) {
+	const p = 100000
+	q := int64(cpus * p)
+	if q < 1000 {
+		q = 1000 // the kernel's minimum quota is 1 ms
+	}
+	return q, p
+}
+
+func (p Policy) mounts() []specs.Mount {
+	m := []specs.Mount{
+		{
+			Destination: "/tmp",
+			Type:        "tmpfs",
+			Source:      "tmpfs",
+			Options:     []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(p.TmpBytes, 10)},
+		},
+		{
+			Destination: "/dev/shm",
+			Type:        "tmpfs",
+			Source:      "shm",
+			Options:     []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(p.ShmBytes, 10)},
+		},
+	}
+	if p.CodeHostDir != "" {
+		m = append(m, specs.Mount{
+			Destination: CodeDir,
+			Type:        "bind",
+			Source:      p.CodeHostDir,
+			Options:     []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
+		})
+	}
+	return m
+}
+
+// withEnvExactly sets the process environment to env and nothing else,
+// dropping the PATH that containerd's default spec carries unless env has
+// its own.
+func withEnvExactly(env []string) ctroci.SpecOpts {
+	return func(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+		s.Process.Env = slices.Clone(env)
+		return nil
+	}
+}
+
+// withNoAdditionalGIDs clears supplementary groups: the run holds its own
+// gid and no other.
+func withNoAdditionalGIDs(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+	s.Process.User.AdditionalGids = nil
+	return nil
+}
+
+// withNoAmbientCapabilities empties the inheritable and ambient sets, which
+// WithCapabilities leaves alone.
+func withNoAmbientCapabilities(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+	s.Process.Capabilities.Inheritable = []string{}
+	s.Process.Capabilities.Ambient = []string{}
+	s.Process.Capabilities.Bounding = []string{}
+	s.Process.Capabilities.Effective = []string{}
+	s.Process.Capabilities.Permitted = []string{}
+	return nil
+}
+
+// withMaskedPathsAdded masks paths on top of those already masked.
+func withMaskedPathsAdded(paths []string) ctroci.SpecOpts {
+	return func(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+		for _, p := range paths {
+			if !slices.Contains(s.Linux.MaskedPaths, p) {
+				s.Linux.MaskedPaths = append(s.Linux.MaskedPaths, p)
+			}
+		}
+		return nil
+	}
+}
+
+// withPrivateNetwork makes sure the run gets a network namespace of its own
+// (with only loopback, which runc brings up) and never joins another.
+func withPrivateNetwork(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+	for i, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.NetworkNamespace {
+			s.Linux.Namespaces[i].Path = ""
+			return nil
+		}
+	}
+	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
+	return nil
+}
+
+// Env builds a run's environment: the image's own variables, then the
+// language's, then the pass-through ones, each later one replacing an
+// earlier one of the same name. HOME is always /tmp, the only writable
+// directory. Entries without '=' are dropped.
+func Env(image, language, pass []string) []string {
+	var out []string
+	index := map[string]int{}
+	add := func(kv string) {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return
+		}
+		if i, seen := index[k]; seen {
+			out[i] = kv
+			return
+		}
+		index[k] = len(out)
+		out = append(out, kv)
+	}
+	for _, list := range [][]string{image, language, pass, {"HOME=/tmp"}} {
+		for _, kv := range list {
+			add(kv)
+		}
+	}
+	return out
+}
+
+// Rlimit is a limit a run should get, before it is clamped.
+type Rlimit struct {
+	Type string // RLIMIT_NOFILE, ...
+	Max  uint64 // both soft and hard
+}
+
+// Rlimits turns wanted limits into spec rlimits, never above hard, the
+// server's own hard limit for that resource as looked up by hard: raising a
+// limit needs CAP_SYS_RESOURCE, which hardened hosts do not grant. A
+// resource hard does not know is left as wanted.
+func Rlimits(want []Rlimit, hard func(typ string) (uint64, bool)) []specs.POSIXRlimit {
+	out := make([]specs.POSIXRlimit, 0, len(want))
+	for _, w := range want {
+		v := w.Max
+		if h, ok := hard(w.Type); ok && h < v {
+			v = h
+		}
+		out = append(out, specs.POSIXRlimit{Type: w.Type, Hard: v, Soft: v})
+	}
+	return out
+}
+
+// ProgramPath is where a program file of the given name is found inside
+// the sandbox.
+func ProgramPath(file string) string {
+	return path.Join(CodeDir, file)
+}
