@@ -1,0 +1,422 @@
+// Package config reads code-sandbox-mcp's TOML configuration into typed
+// values: the containerd connection, the sandbox's own settings, the limits
+// every run gets, and the languages it can run.
+//
+// Defaults are one embedded file (default.toml); a user's file is decoded on
+// top of them, so it only needs the keys it changes. Decoding is strict: a
+// key this package does not know is an error that names it. Config imports
+// nothing else of this module; the binary translates it for the executor.
+package config
+
+import (
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+//go:embed default.toml
+var defaultTOML string
+
+// Config is the whole configuration.
+type Config struct {
+	Containerd Containerd          `toml:"containerd"`
+	Sandbox    Sandbox             `toml:"sandbox"`
+	Limits     Limits              `toml:"limits"`
+	Languages  map[string]Language `toml:"languages"`
+}
+
+// Containerd says how to reach the daemon.
+type Containerd struct {
+	// Address is containerd's socket.
+	Address string `toml:"address"`
+	// Namespace is the containerd namespace all our objects live in.
+	Namespace string `toml:"namespace"`
+	// Snapshotter is empty for the daemon's default.
+	Snapshotter string `toml:"snapshotter"`
+	// Runtime is empty for io.containerd.runc.v2.
+	Runtime string `toml:"runtime"`
+}
+
+// Sandbox holds the server's own settings.
+type Sandbox struct {
+	// StateDir is the host directory for per-run program files.
+	StateDir string `toml:"state_dir"`
+	// Concurrency bounds runs in flight; 0 means the number of CPUs.
+	Concurrency int `toml:"concurrency"`
+	// Pull is "missing" (pull an image absent from containerd's store) or
+	// "never".
+	Pull string `toml:"pull"`
+	// PassThroughEnv names host environment variables given to every run.
+	PassThroughEnv []string `toml:"pass_through_env"`
+}
+
+// Pull policies.
+const (
+	PullMissing = "missing"
+	PullNever   = "never"
+)
+
+// Limits confine each run.
+type Limits struct {
+	Memory      Size     `toml:"memory"`
+	CPUs        float64  `toml:"cpus"`
+	Pids        int64    `toml:"pids"`
+	TmpSize     Size     `toml:"tmp_size"`
+	ShmSize     Size     `toml:"shm_size"`
+	FileSize    Size     `toml:"file_size"`
+	OpenFiles   uint64   `toml:"open_files"`
+	Timeout     Duration `toml:"timeout"`
+	MaxTimeout  Duration `toml:"max_timeout"`
+	OutputBytes Size     `toml:"output_bytes"`
+	CodeBytes   Size     `toml:"code_bytes"`
+	UID         uint32   `toml:"uid"`
+	GID         uint32   `toml:"gid"`
+}
+
+// LimitOverrides are one language's changes to [limits]; a nil field keeps
+// the global value.
+type LimitOverrides struct {
+	Memory      *Size     `toml:"memory"`
+	CPUs        *float64  `toml:"cpus"`
+	Pids        *int64    `toml:"pids"`
+	TmpSize     *Size     `toml:"tmp_size"`
+	ShmSize     *Size     `toml:"shm_size"`
+	FileSize    *Size     `toml:"file_size"`
+	OpenFiles   *uint64   `toml:"open_files"`
+	Timeout     *Duration `toml:"timeout"`
+	MaxTimeout  *Duration `toml:"max_timeout"`
+	OutputBytes *Size     `toml:"output_bytes"`
+	CodeBytes   *Size     `toml:"code_bytes"`
+	UID         *uint32   `toml:"uid"`
+	GID         *uint32   `toml:"gid"`
+}
+
+// Apply returns l with o's set fields replacing l's.
+func (o LimitOverrides) Apply(l Limits) Limits {
+	if o.Memory != nil {
+		l.Memory = *o.Memory
+	}
+	if o.CPUs != nil {
+		l.CPUs = *o.CPUs
+	}
+	if o.Pids != nil {
+		l.Pids = *o.Pids
+	}
+	if o.TmpSize != nil {
+		l.TmpSize = *o.TmpSize
+	}
+	if o.ShmSize != nil {
+		l.ShmSize = *o.ShmSize
+	}
+	if o.FileSize != nil {
+		l.FileSize = *o.FileSize
+	}
+	if o.OpenFiles != nil {
+		l.OpenFiles = *o.OpenFiles
+	}
+	if o.Timeout != nil {
+		l.Timeout = *o.Timeout
+	}
+	if o.MaxTimeout != nil {
+		l.MaxTimeout = *o.MaxTimeout
+	}
+	if o.OutputBytes != nil {
+		l.OutputBytes = *o.OutputBytes
+	}
+	if o.CodeBytes != nil {
+		l.CodeBytes = *o.CodeBytes
+	}
+	if o.UID != nil {
+		l.UID = *o.UID
+	}
+	if o.GID != nil {
+		l.GID = *o.GID
+	}
+	return l
+}
+
+// Language is how one language's programs are run, and the MCP tool that
+// offers it.
+type Language struct {
+	// Image is the image reference in containerd's image store.
+	Image string `toml:"image"`
+	// Command is the interpreter's argv; the program's path is appended.
+	Command []string `toml:"command"`
+	// File is the program's file name in the sandbox, such as "main.py".
+	File string `toml:"file"`
+	// Env is added to the image's own environment, as KEY=value.
+	Env []string `toml:"env"`
+	// Runtime overrides [containerd] runtime for this language.
+	Runtime string `toml:"runtime"`
+	// Tool is the MCP tool's name; empty means "run_NAME_code".
+	Tool string `toml:"tool"`
+	// Description tells a model what the language's sandbox offers; the
+	// server appends the limits to it.
+	Description string `toml:"description"`
+	// Disabled leaves the language out entirely.
+	Disabled bool `toml:"disabled"`
+	// Limits overrides [limits] for this language.
+	Limits LimitOverrides `toml:"limits"`
+}
+
+// Default returns the embedded defaults.
+func Default() *Config {
+	c := &Config{}
+	if err := c.decode(defaultTOML, "embedded defaults"); err != nil {
+		panic("config: embedded defaults: " + err.Error())
+	}
+	c.fill()
+	return c
+}
+
+// Load returns the embedded defaults with the file at path decoded on top,
+// validated. An empty path means the defaults alone.
+func Load(path string) (*Config, error) {
+	c := Default()
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("read config: %w", err)
+		}
+		if err := c.decode(string(data), path); err != nil {
+			return nil, err
+		}
+	}
+	c.fill()
+	if err := c.Validate(); err != nil {
+		if path == "" {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes data, in the same way as a file named name, on top of the
+// embedded defaults and validates the result.
+func Parse(data, name string) (*Config, error) {
+	c := Default()
+	if err := c.decode(data, name); err != nil {
+		return nil, err
+	}
+	c.fill()
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+// decode merges the TOML in data into c: keys present replace c's values,
+// a language table merges into the language of the same name.
+func (c *Config) decode(data, name string) error {
+	f := struct {
+		Containerd *Containerd               `toml:"containerd"`
+		Sandbox    *Sandbox                  `toml:"sandbox"`
+		Limits     *Limits                   `toml:"limits"`
+		Languages  map[string]toml.Primitive `toml:"languages"`
+	}{&c.Containerd, &c.Sandbox, &c.Limits, nil}
+	md, err := toml.Decode(data, &f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if c.Languages == nil {
+		c.Languages = map[string]Language{}
+	}
+	names := make([]string, 0, len(f.Languages))
+	for n := range f.Languages {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		l := c.Languages[n]
+		l.Command = append([]string(nil), l.Command...)
+		l.Env = append([]string(nil), l.Env...)
+		if err := md.PrimitiveDecode(f.Languages[n], &l); err != nil {
+			return fmt.Errorf("%s: languages.%s: %w", name, n, err)
+		}
+		c.Languages[n] = l
+	}
+	if u := md.Undecoded(); len(u) > 0 {
+		keys := make([]string, len(u))
+		for i, k := range u {
+			keys[i] = k.String()
+		}
+		return fmt.Errorf("%s: unknown key %s; see sandbox.toml.example for the keys there are", name, strings.Join(keys, ", "))
+	}
+	return nil
+}
+
+// fill supplies the values that follow from others.
+func (c *Config) fill() {
+	for n, l := range c.Languages {
+		if l.Tool == "" {
+			l.Tool = "run_" + n + "_code"
+		}
+		if l.Description == "" {
+			l.Description = "Run " + n + " code and return its standard output and standard error."
+		}
+		c.Languages[n] = l
+	}
+}
+
+// Names returns the enabled languages' names, sorted.
+func (c *Config) Names() []string {
+	var names []string
+	for n, l := range c.Languages {
+		if !l.Disabled {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// LimitsFor returns the limits a language's runs get: [limits] with the
+// language's overrides applied.
+func (c *Config) LimitsFor(name string) Limits {
+	return c.Languages[name].Limits.Apply(c.Limits)
+}
+
+var (
+	toolName      = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
+	languageName  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`)
+	envName       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	namespaceName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,74}[A-Za-z0-9])?$`)
+)
+
+// minMemory is the least memory limit runc can start a container with,
+// with room for an interpreter.
+const minMemory = 8 << 20
+
+// Validate reports every problem in c, each naming its key.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	if c.Containerd.Address == "" {
+		bad("containerd.address", "empty; want containerd's socket, such as /run/containerd/containerd.sock")
+	}
+	if !namespaceName.MatchString(c.Containerd.Namespace) {
+		bad("containerd.namespace", "%q is not a valid containerd namespace (letters, digits, '_', '.', '-')", c.Containerd.Namespace)
+	}
+	if !strings.HasPrefix(c.Sandbox.StateDir, "/") {
+		bad("sandbox.state_dir", "%q is not an absolute path", c.Sandbox.StateDir)
+	}
+	if c.Sandbox.Concurrency < 0 {
+		bad("sandbox.concurrency", "%d is negative; 0 means the number of CPUs", c.Sandbox.Concurrency)
+	}
+	if c.Sandbox.Pull != PullMissing && c.Sandbox.Pull != PullNever {
+		bad("sandbox.pull", "%q; want %q or %q", c.Sandbox.Pull, PullMissing, PullNever)
+	}
+	seen := map[string]bool{}
+	for _, n := range c.Sandbox.PassThroughEnv {
+		if !envName.MatchString(n) {
+			bad("sandbox.pass_through_env", "%q is not an environment variable name", n)
+		}
+		if seen[n] {
+			bad("sandbox.pass_through_env", "%q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	errs = append(errs, validateLimits("limits", c.Limits)...)
+
+	names := c.Names()
+	if len(names) == 0 {
+		bad("languages", "no language is configured and enabled")
+	}
+	tools := map[string]string{}
+	for _, n := range names {
+		l := c.Languages[n]
+		key := "languages." + n
+		if !languageName.MatchString(n) {
+			bad(key, "the name %q must be 1 to 32 letters, digits, '_' or '-'", n)
+		}
+		if l.Image == "" {
+			bad(key+".image", "empty; want an image reference, such as \"localhost/code-sandbox-mcp/python:trixie\"")
+		}
+		if len(l.Command) == 0 || l.Command[0] == "" {
+			bad(key+".command", "empty; want the interpreter's argv, such as [\"python3\"]")
+		}
+		for _, a := range l.Command {
+			if a == "" {
+				bad(key+".command", "has an empty argument")
+				break
+			}
+		}
+		if l.File == "" || strings.Contains(l.File, "/") || l.File == "." || l.File == ".." {
+			bad(key+".file", "%q; want a plain file name, such as \"main.py\"", l.File)
+		}
+		for _, e := range l.Env {
+			k, _, ok := strings.Cut(e, "=")
+			if !ok || !envName.MatchString(k) {
+				bad(key+".env", "%q; want KEY=value", e)
+			}
+		}
+		if !toolName.MatchString(l.Tool) {
+			bad(key+".tool", "%q; want 1 to 64 letters, digits, '_' or '-'", l.Tool)
+		} else if other, dup := tools[l.Tool]; dup {
+			bad(key+".tool", "%q is also the tool of languages.%s; tool names must be unique", l.Tool, other)
+		}
+		tools[l.Tool] = n
+		errs = append(errs, validateLimits(key+".limits", c.LimitsFor(n))...)
+	}
+	return errors.Join(errs...)
+}
+
+func validateLimits(key string, l Limits) []error {
+	var errs []error
+	bad := func(k, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s.%s: %s", key, k, fmt.Sprintf(format, a...)))
+	}
+	positive := func(k string, s Size) {
+		if s <= 0 {
+			bad(k, "must be greater than 0")
+		}
+	}
+	if l.Memory < minMemory {
+		bad("memory", "%s is too small; want at least %s", l.Memory, Size(minMemory))
+	}
+	if l.CPUs <= 0 {
+		bad("cpus", "%g must be greater than 0", l.CPUs)
+	}
+	if l.Pids <= 0 {
+		bad("pids", "%d must be greater than 0", l.Pids)
+	}
+	positive("tmp_size", l.TmpSize)
+	positive("shm_size", l.ShmSize)
+	positive("file_size", l.FileSize)
+	if l.OpenFiles == 0 {
+		bad("open_files", "must be greater than 0")
+	}
+	if l.Timeout <= 0 {
+		bad("timeout", "%s must be greater than 0", l.Timeout)
+	}
+	if l.MaxTimeout <= 0 {
+		bad("max_timeout", "%s must be greater than 0", l.MaxTimeout)
+	}
+	if l.Timeout > l.MaxTimeout {
+		bad("timeout", "%s is more than max_timeout (%s)", l.Timeout, l.MaxTimeout)
+	}
+	positive("output_bytes", l.OutputBytes)
+	if l.OutputBytes > 1<<30 {
+		bad("output_bytes", "%s is more than 1GiB", l.OutputBytes)
+	}
+	positive("code_bytes", l.CodeBytes)
+	if l.CodeBytes > 1<<30 {
+		bad("code_bytes", "%s is more than 1GiB", l.CodeBytes)
+	}
+	if l.UID == 0 {
+		bad("uid", "0 is root; programs must not run as root (the default is 65534, nobody)")
+	}
+	if l.GID == 0 {
+		bad("gid", "0 is root's group; the default is 65534 (nogroup)")
+	}
+	return errs
+}

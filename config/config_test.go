@@ -1,0 +1,237 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+func TestDefaultsValid(t *testing.T) {
+	c := Default()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("embedded defaults do not validate: %v", err)
+	}
+	if got, want := c.Names(), []string{"javascript", "python"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Names() = %v; want %v", got, want)
+	}
+	py := c.Languages["python"]
+	if py.Tool != "run_python_code" || c.Languages["javascript"].Tool != "run_js_code" {
+		t.Errorf("tools = %q, %q; want run_python_code, run_js_code", py.Tool, c.Languages["javascript"].Tool)
+	}
+	l := c.LimitsFor("python")
+	if l.Memory != 512<<20 || l.Timeout != Duration(30*time.Second) || l.OutputBytes != 64<<10 || l.CodeBytes != 1<<20 || l.UID != 65534 {
+		t.Errorf("python limits = %+v; want the documented defaults", l)
+	}
+}
+
+// exampleKeys returns every key the example file sets, as dotted paths.
+func exampleKeys(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	var v map[string]any
+	md, err := toml.DecodeFile(path, &v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	for _, k := range md.Keys() {
+		keys[k.String()] = true
+	}
+	return keys
+}
+
+// TestExampleMatchesDefaults keeps sandbox.toml.example from drifting: it
+// must decode to exactly the defaults, and set every key the defaults set.
+func TestExampleMatchesDefaults(t *testing.T) {
+	const example = "../sandbox.toml.example"
+	got, err := Load(example)
+	if err != nil {
+		t.Fatalf("Load(%s): %v", example, err)
+	}
+	if want := Default(); !reflect.DeepEqual(got, want) {
+		t.Errorf("%s decodes to\n%+v\nwant the embedded defaults\n%+v", example, got, want)
+	}
+
+	ex := exampleKeys(t, example)
+	def := exampleKeys(t, "default.toml")
+	var missing []string
+	for k := range def {
+		if !ex[k] {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("%s does not document %v", example, missing)
+	}
+	// Every field of the schema must have its default in default.toml.
+	for _, s := range []struct {
+		table string
+		v     any
+	}{{"containerd", Containerd{}}, {"sandbox", Sandbox{}}, {"limits", Limits{}}, {"languages.python", Language{}}} {
+		rt := reflect.TypeOf(s.v)
+		for i := 0; i < rt.NumField(); i++ {
+			k := s.table + "." + rt.Field(i).Tag.Get("toml")
+			if rt.Field(i).Name == "Limits" {
+				continue // per-language overrides: none by default
+			}
+			if !def[k] {
+				t.Errorf("default.toml has no %s", k)
+			}
+		}
+	}
+	// The example documents the per-language limits table in a comment.
+	data, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), "# [languages.python.limits]") {
+		t.Errorf("%s does not show a [languages.NAME.limits] table", example)
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	c, err := Parse(`
+[limits]
+memory = "1GiB"
+timeout = "10s"
+
+[languages.python]
+image = "example.test/python:custom"
+
+[languages.python.limits]
+timeout = "60s"
+cpus = 2.0
+
+[languages.bash]
+image = "localhost/code-sandbox-mcp/python:trixie"
+command = ["bash"]
+file = "main.sh"
+`, "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := c.Languages["python"]
+	if py.Image != "example.test/python:custom" {
+		t.Errorf("python image = %q; want the file's", py.Image)
+	}
+	if !reflect.DeepEqual(py.Command, []string{"python3"}) || py.Tool != "run_python_code" || len(py.Env) != 3 {
+		t.Errorf("python lost its defaults when merged: %+v", py)
+	}
+	pl := c.LimitsFor("python")
+	if pl.Memory != 1<<30 || pl.Timeout != Duration(60*time.Second) || pl.CPUs != 2 || pl.Pids != 128 {
+		t.Errorf("python limits = %+v; want memory from [limits], timeout and cpus from its own table, pids default", pl)
+	}
+	jl := c.LimitsFor("javascript")
+	if jl.Memory != 1<<30 || jl.Timeout != Duration(10*time.Second) || jl.CPUs != 1 {
+		t.Errorf("javascript limits = %+v; want [limits] from the file", jl)
+	}
+	b := c.Languages["bash"]
+	if b.Tool != "run_bash_code" || b.Description == "" {
+		t.Errorf("bash = %+v; want tool run_bash_code and a description", b)
+	}
+	if got, want := c.Names(), []string{"bash", "javascript", "python"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Names() = %v; want %v", got, want)
+	}
+	if Default().Languages["python"].Image == py.Image {
+		t.Error("Parse changed the defaults")
+	}
+}
+
+func TestLoadFile(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sandbox.toml")
+	if err := os.WriteFile(p, []byte("[limits]\nmemory = \"1GiB\"\n[languages.javascript]\ndisabled = true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Limits.Memory != 1<<30 {
+		t.Errorf("memory = %s; want 1GiB", c.Limits.Memory)
+	}
+	if got := c.Names(); !reflect.DeepEqual(got, []string{"python"}) {
+		t.Errorf("Names() = %v; want [python]", got)
+	}
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.toml")); err == nil {
+		t.Error("Load of a missing file: no error")
+	}
+}
+
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		want       []string // all must appear in the error
+	}{
+		{"unknown top key", "[limit]\nmemory = \"1GiB\"", []string{"bad.toml", "unknown key", "limit.memory"}},
+		{"unknown key", "[limits]\nmemroy = \"1GiB\"", []string{"bad.toml", "limits.memroy"}},
+		{"unknown language key", "[languages.python]\nimg = \"x\"", []string{"languages.python.img"}},
+		{"unknown language limit", "[languages.python.limits]\nram = \"1GiB\"", []string{"languages.python.limits.ram"}},
+		{"bad size", "[limits]\nmemory = \"lots\"", []string{"bad.toml", "invalid size \"lots\""}},
+		{"bad unit", "[limits]\nmemory = \"5 parsecs\"", []string{"invalid size"}},
+		{"negative size", "[limits]\ntmp_size = -1", []string{"negative"}},
+		{"zero size", "[limits]\noutput_bytes = \"0KiB\"", []string{"limits.output_bytes", "greater than 0"}},
+		{"tiny memory", "[limits]\nmemory = \"1KiB\"", []string{"limits.memory", "too small"}},
+		{"bad duration", "[limits]\ntimeout = \"soon\"", []string{"invalid duration \"soon\""}},
+		{"integer duration", "[limits]\ntimeout = 30", []string{"invalid duration"}},
+		{"timeout over max", "[limits]\ntimeout = \"200s\"", []string{"limits.timeout", "max_timeout"}},
+		{"language timeout over max", "[languages.python.limits]\ntimeout = \"200s\"", []string{"languages.python.limits.timeout"}},
+		{"root uid", "[limits]\nuid = 0", []string{"limits.uid", "root"}},
+		{"root gid", "[languages.python.limits]\ngid = 0", []string{"languages.python.limits.gid"}},
+		{"zero cpus", "[limits]\ncpus = 0.0", []string{"limits.cpus"}},
+		{"no image", "[languages.ruby]\ncommand = [\"ruby\"]\nfile = \"main.rb\"", []string{"languages.ruby.image", "empty"}},
+		{"no command", "[languages.ruby]\nimage = \"r\"\nfile = \"main.rb\"", []string{"languages.ruby.command"}},
+		{"no file", "[languages.ruby]\nimage = \"r\"\ncommand = [\"ruby\"]", []string{"languages.ruby.file"}},
+		{"file with a slash", "[languages.python]\nfile = \"../x.py\"", []string{"languages.python.file"}},
+		{"duplicate tool", "[languages.javascript]\ntool = \"run_python_code\"", []string{"tool", "unique"}},
+		{"bad tool name", "[languages.python]\ntool = \"run python\"", []string{"languages.python.tool"}},
+		{"bad env", "[languages.python]\nenv = [\"NOEQUALS\"]", []string{"languages.python.env", "KEY=value"}},
+		{"bad pass env", "[sandbox]\npass_through_env = [\"A-B\"]", []string{"sandbox.pass_through_env"}},
+		{"bad pull", "[sandbox]\npull = \"always\"", []string{"sandbox.pull"}},
+		{"relative state dir", "[sandbox]\nstate_dir = \"run\"", []string{"sandbox.state_dir"}},
+		{"no languages", "[languages.python]\ndisabled = true\n[languages.javascript]\ndisabled = true", []string{"no language"}},
+		{"bad namespace", "[containerd]\nnamespace = \"a b\"", []string{"containerd.namespace"}},
+		{"wrong type", "[limits]\npids = \"many\"", []string{"bad.toml"}},
+		{"syntax", "[limits\n", []string{"bad.toml"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.toml, "bad.toml")
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Size
+	}{
+		{"512MiB", 512 << 20}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"1GiB", 1 << 30},
+		{"1 GiB", 1 << 30}, {"1.5KiB", 1536}, {"4096", 4096}, {"10B", 10}, {"1KB", 1000}, {"2MB", 2000000},
+	} {
+		got, err := ParseSize(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+		if back, err := ParseSize(got.String()); err != nil || back != got {
+			t.Errorf("ParseSize(%q.String() = %q) = %d, %v; want it back", tc.in, got.String(), back, err)
+		}
+	}
+	for _, in := range []string{"", "MiB", "x", "-1MiB", "1PiB", "99999999999999GiB", "1e400"} {
+		if got, err := ParseSize(in); err == nil {
+			t.Errorf("ParseSize(%q) = %d; want an error", in, got)
+		}
+	}
+}
