@@ -9,7 +9,16 @@ package exec
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"os"
+	"runtime"
+	"sync"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
 )
 
 // Config is what an Executor needs to know.
@@ -23,7 +32,8 @@ type Config struct {
 	// StateDir is a host directory for per-run program directories. It is
 	// created if missing.
 	StateDir string
-	// Concurrency bounds runs in flight; more wait in a queue.
+	// Concurrency bounds runs in flight; more wait in a queue. Zero means
+	// the number of CPUs.
 	Concurrency int
 	// Languages by name.
 	Languages map[string]Language
@@ -37,30 +47,148 @@ type Config struct {
 
 // Executor runs programs. It is safe for concurrent use.
 type Executor struct {
-	cfg Config
+	cfg         Config
+	client      *containerd.Client
+	log         *slog.Logger
+	owner       owner
+	snapshotter string
+	slots       chan struct{}
+	hard        map[string]uint64 // the server's own hard rlimits
+
+	// closing is cancelled by Close; every run derives from it too.
+	closing context.Context
+	close   context.CancelFunc
+	runs    sync.WaitGroup
+
+	oom *oomWatch
+
+	mu       sync.Mutex
+	prepared map[string]*preparedImage // by language name
 }
 
 // New connects to containerd and returns an Executor. Call Prepare before
 // the first Run, and Close when done.
 func New(ctx context.Context, cfg Config) (*Executor, error) {
-	panic("not implemented")
+	if cfg.Namespace == "" {
+		return nil, fmt.Errorf("no containerd namespace configured: %w", errdefs.ErrInvalidArgument)
+	}
+	if cfg.StateDir == "" {
+		return nil, fmt.Errorf("no state directory configured: %w", errdefs.ErrInvalidArgument)
+	}
+	if len(cfg.Languages) == 0 {
+		return nil, fmt.Errorf("no languages configured: %w", errdefs.ErrInvalidArgument)
+	}
+	for name, l := range cfg.Languages {
+		if err := l.validate(name); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = runtime.NumCPU()
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state directory: %w", err)
+	}
+	me, err := self()
+	if err != nil {
+		return nil, err
+	}
+	c, err := Dial(ctx, cfg.Address, cfg.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	snapshotter, err := resolveSnapshotter(ctx, c, cfg.Snapshotter)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	closing, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e := &Executor{
+		cfg:         cfg,
+		client:      c,
+		log:         log,
+		owner:       me,
+		snapshotter: snapshotter,
+		slots:       make(chan struct{}, cfg.Concurrency),
+		hard:        hardLimits(),
+		closing:     closing,
+		close:       cancel,
+		prepared:    map[string]*preparedImage{},
+	}
+	e.oom = watchOOM(closing, c, cfg.Namespace, log)
+	return e, nil
 }
 
 // Prepare sweeps what crashed servers left behind and makes sure every
 // language's image is present and unpacked, so that no run pays for it.
 func (e *Executor) Prepare(ctx context.Context) error {
-	panic("not implemented")
+	if _, err := e.Sweep(ctx); err != nil {
+		return err
+	}
+	var errs []error
+	for name := range e.cfg.Languages {
+		if _, err := e.image(ctx, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
-// Run runs one program in a new sandbox and returns what it did. An error
-// means the sandbox could not run the program (bad request, missing image,
-// runtime failure); a program that fails is a Result, not an error.
-func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
-	panic("not implemented")
-}
-
-// Close waits for cleanups in flight and disconnects from containerd. Runs
-// still going are killed.
+// Close kills the runs still going, waits for their cleanup and
+// disconnects from containerd.
 func (e *Executor) Close() error {
-	panic("not implemented")
+	e.close()
+	e.runs.Wait()
+	e.oom.wait()
+	return e.client.Close()
+}
+
+// Languages returns the configured languages by name.
+func (e *Executor) Languages() map[string]Language {
+	return e.cfg.Languages
+}
+
+// Client returns the containerd client, for read-only checks such as the
+// CLI's doctor. Closing it is the Executor's business.
+func (e *Executor) Client() *containerd.Client {
+	return e.client
+}
+
+func (l Language) validate(name string) error {
+	switch {
+	case l.Image == "":
+		return fmt.Errorf("language %q has no image: %w", name, errdefs.ErrInvalidArgument)
+	case len(l.Command) == 0:
+		return fmt.Errorf("language %q has no command: %w", name, errdefs.ErrInvalidArgument)
+	case l.File == "" || l.File != cleanBase(l.File):
+		return fmt.Errorf("language %q: file %q must be a plain file name: %w", name, l.File, errdefs.ErrInvalidArgument)
+	case l.Limits.UID == 0 || l.Limits.GID == 0:
+		return fmt.Errorf("language %q would run as root (uid %d, gid %d): %w", name, l.Limits.UID, l.Limits.GID, errdefs.ErrInvalidArgument)
+	case l.Limits.Timeout <= 0 || l.Limits.MaxTimeout < l.Limits.Timeout:
+		return fmt.Errorf("language %q: timeout %s must be positive and at most max timeout %s: %w", name, l.Limits.Timeout, l.Limits.MaxTimeout, errdefs.ErrInvalidArgument)
+	case l.Limits.OutputBytes <= 0 || l.Limits.CodeBytes <= 0:
+		return fmt.Errorf("language %q: output and code caps must be positive: %w", name, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// hardLimits reads the server's own hard rlimits, which a run's may not
+// exceed.
+func hardLimits() map[string]uint64 {
+	out := map[string]uint64{}
+	for name, res := range map[string]int{
+		"RLIMIT_NOFILE": unix.RLIMIT_NOFILE,
+		"RLIMIT_FSIZE":  unix.RLIMIT_FSIZE,
+		"RLIMIT_CORE":   unix.RLIMIT_CORE,
+	} {
+		var r unix.Rlimit
+		if unix.Getrlimit(res, &r) == nil {
+			out[name] = r.Max
+		}
+	}
+	return out
 }

@@ -68,8 +68,8 @@ var extraMaskedPaths = []string{
 	"/sys/kernel/debug",
 }
 
-// SpecOpts returns the options that build the spec of a run, in the order
-// they must be applied: the capability drop comes before seccomp, because
+// SpecOpts returns the options that build the spec of a run on top of
+// containerd's default spec, in the order they must be applied: the capability drop comes before seccomp, because
 // containerd's default profile allows some syscalls only to holders of
 // certain capabilities.
 func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
@@ -78,7 +78,6 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	}
 	quota, period := cfs(p.CPUs)
 	opts := []ctroci.SpecOpts{
-		ctroci.WithDefaultSpec(),
 		ctroci.WithProcessArgs(p.Args...),
 		ctroci.WithProcessCwd("/tmp"),
 		withEnvExactly(p.Env),

@@ -1,0 +1,107 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	apievents "github.com/containerd/containerd/api/events"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/events"
+	"github.com/containerd/typeurl/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// oomWatch follows containerd's /tasks/oom events for our namespace and
+// remembers which containers the memory cgroup killed in.
+type oomWatch struct {
+	mu      sync.Mutex
+	killed  map[string]chan struct{} // by container id; closed on an OOM kill
+	stopped chan struct{}
+}
+
+func watchOOM(ctx context.Context, c *containerd.Client, namespace string, log *slog.Logger) *oomWatch {
+	w := &oomWatch{killed: map[string]chan struct{}{}, stopped: make(chan struct{})}
+	filters := []string{`topic=="/tasks/oom"`, `namespace==` + strconv.Quote(namespace)}
+	// The first subscription is made before New returns, so that no run
+	// can start before it.
+	sub, cancel := context.WithCancel(ctx)
+	evs, errs := c.Subscribe(sub, filters...)
+	go func() {
+		defer close(w.stopped)
+		for {
+			w.follow(evs, errs, log)
+			cancel()
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			sub, cancel = context.WithCancel(ctx)
+			evs, errs = c.Subscribe(sub, filters...)
+		}
+	}()
+	return w
+}
+
+// follow reads one subscription until it ends.
+func (w *oomWatch) follow(evs <-chan *events.Envelope, errs <-chan error, log *slog.Logger) {
+	for {
+		select {
+		case env, ok := <-evs:
+			if !ok {
+				return
+			}
+			v, err := typeurl.UnmarshalAny(env.Event)
+			if err != nil {
+				continue
+			}
+			if e, ok := v.(*apievents.TaskOOM); ok {
+				w.saw(e.ContainerID)
+			}
+		case err := <-errs:
+			if err != nil && !errors.Is(err, context.Canceled) && status.Code(err) != codes.Canceled {
+				log.Warn("containerd event stream ended; subscribing again", "err", err)
+			}
+			return
+		}
+	}
+}
+
+// saw records an OOM kill in container id, if a run is listening for it.
+func (w *oomWatch) saw(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if ch, ok := w.killed[id]; ok && !isClosed(ch) {
+		close(ch)
+	}
+}
+
+// track listens for OOM kills in container id until done is called; ch is
+// closed when one is seen. Call it before the task starts.
+func (w *oomWatch) track(id string) (ch <-chan struct{}, done func()) {
+	c := make(chan struct{})
+	w.mu.Lock()
+	w.killed[id] = c
+	w.mu.Unlock()
+	return c, func() {
+		w.mu.Lock()
+		delete(w.killed, id)
+		w.mu.Unlock()
+	}
+}
+
+func (w *oomWatch) wait() { <-w.stopped }
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,56 @@
+package exec
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestCaptureKeepsHeadAndTail(t *testing.T) {
+	tests := []struct {
+		name        string
+		max         int
+		writes      []string
+		want        string
+		wantDropped int64
+	}{
+		{"fits", 8, []string{"abc", "de"}, "abcde", 0},
+		{"exactly full", 8, []string{"abcdefgh"}, "abcdefgh", 0},
+		{"one big write", 8, []string{"abcdefghijkl"}, "abcdijkl", 4},
+		{"many small writes", 8, strings.Split("abcdefghijkl", ""), "abcdijkl", 4},
+		{"tail wraps", 6, []string{"abc", "de", "fgh", "ij"}, "abchij", 4},
+		{"odd max", 5, []string{"0123456789"}, "01789", 5},
+		{"empty", 8, nil, "", 0},
+		{"zero max", 0, []string{"abc"}, "", 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCapture(tt.max)
+			for _, w := range tt.writes {
+				n, err := c.Write([]byte(w))
+				if n != len(w) || err != nil {
+					t.Fatalf("Write(%q) = %d, %v; want %d, nil", w, n, err, len(w))
+				}
+			}
+			got, dropped := c.Bytes()
+			if string(got) != tt.want || dropped != tt.wantDropped {
+				t.Errorf("got %q dropped %d; want %q dropped %d", got, dropped, tt.want, tt.wantDropped)
+			}
+		})
+	}
+}
+
+func TestCaptureMemoryIsBounded(t *testing.T) {
+	c := newCapture(1024)
+	chunk := bytes.Repeat([]byte("x"), 4096)
+	for range 1000 {
+		c.Write(chunk)
+	}
+	if cap(c.head) > 1024 || len(c.tail) > 1024 {
+		t.Fatalf("buffers grew: head cap %d, tail %d; want <= 1024", cap(c.head), len(c.tail))
+	}
+	got, dropped := c.Bytes()
+	if len(got) != 1024 || dropped != 4096*1000-1024 {
+		t.Fatalf("got %d bytes, dropped %d; want 1024, %d", len(got), dropped, 4096*1000-1024)
+	}
+}

@@ -1,0 +1,216 @@
+package exec
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/errdefs"
+)
+
+// Labels on every container and snapshot we create. User input never sets
+// a label: all of them come from here.
+const (
+	labelPrefix = "code-sandbox-mcp/"
+	// LabelInstance names the server instance that owns the object.
+	LabelInstance = labelPrefix + "instance"
+	// LabelRun is the run's id, which is also the container's id.
+	LabelRun = labelPrefix + "run"
+	// LabelLanguage is the language of the run.
+	LabelLanguage = labelPrefix + "language"
+	// LabelDeadline is when the run is over for sure (RFC 3339): past it,
+	// anyone may reap the object.
+	LabelDeadline = labelPrefix + "deadline"
+	// labelOwner identifies the owning process: "boot-id/pid-ns/pid/start".
+	labelOwner = labelPrefix + "owner"
+)
+
+// cleanupGrace is added to a run's timeout to give its deadline: the time
+// a live server needs at most to kill, collect and delete.
+const cleanupGrace = 2 * time.Minute
+
+// owner identifies a server process, so that a later server can tell a
+// crashed owner from a live one and two live servers leave each other's
+// runs alone.
+type owner struct {
+	instance string // random, unique per server
+	boot     string // /proc/sys/kernel/random/boot_id
+	pidNS    string // the pid namespace, as /proc/self/ns/pid reads
+	pid      int
+	start    string // the process's start time in clock ticks since boot
+}
+
+func self() (owner, error) {
+	var o owner
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		return o, err
+	}
+	o.instance = hex.EncodeToString(b)
+	o.pid = os.Getpid()
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return o, fmt.Errorf("read boot id: %w", err)
+	}
+	o.boot = strings.TrimSpace(string(boot))
+	if o.pidNS, err = os.Readlink("/proc/self/ns/pid"); err != nil {
+		return o, fmt.Errorf("read pid namespace: %w", err)
+	}
+	if o.start, err = startTime(o.pid); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+func (o owner) label() string {
+	return strings.Join([]string{o.boot, o.pidNS, strconv.Itoa(o.pid), o.start}, "/")
+}
+
+// startTime reads field 22 of /proc/PID/stat: when the process started.
+func startTime(pid int) (string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", err
+	}
+	// The command name (field 2) may hold spaces and parentheses; fields
+	// after it start past the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
+	}
+	return f[19], nil
+}
+
+// orphaned reports whether an object with these labels may be reaped by
+// server me at time now: it is not me's, and either its deadline has passed
+// or its owner is a process of this boot and pid namespace that is gone.
+func orphaned(labels map[string]string, me owner, now time.Time) bool {
+	if labels[LabelInstance] == me.instance {
+		return false
+	}
+	if d, err := time.Parse(time.RFC3339, labels[LabelDeadline]); err == nil && now.After(d) {
+		return true
+	}
+	parts := strings.Split(labels[labelOwner], "/")
+	if len(parts) != 4 || parts[0] != me.boot || parts[1] != me.pidNS {
+		// Another boot's objects are orphans; another namespace's owner
+		// cannot be checked, so only its deadline counts.
+		return len(parts) == 4 && parts[0] != me.boot
+	}
+	pid, err := strconv.Atoi(parts[2])
+	if err != nil {
+		return false
+	}
+	start, err := startTime(pid)
+	return err != nil || start != parts[3]
+}
+
+// Sweep deletes what servers that are gone left behind in our namespace:
+// tasks, containers with their snapshots, stray snapshots, and program
+// directories. Live runs, ours or another server's, are left alone. It
+// returns how many containers it reaped.
+func (e *Executor) Sweep(ctx context.Context) (int, error) {
+	now := time.Now()
+	cs, err := e.client.Containers(ctx, fmt.Sprintf("labels.%q", LabelInstance))
+	if err != nil {
+		return 0, fmt.Errorf("list containers: %w", err)
+	}
+	var errs []error
+	reaped := 0
+	for _, c := range cs {
+		labels, err := c.Labels(ctx)
+		if err != nil {
+			if !errdefs.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if !orphaned(labels, e.owner, now) {
+			continue
+		}
+		e.log.Info("reaping orphaned sandbox", "container", c.ID(), "owner", labels[labelOwner])
+		if err := deleteContainer(ctx, c); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		os.RemoveAll(filepath.Join(e.cfg.StateDir, c.ID()))
+		reaped++
+	}
+	if err := e.sweepSnapshots(ctx, now); err != nil {
+		errs = append(errs, err)
+	}
+	e.sweepDirs(ctx, now)
+	return reaped, errors.Join(errs...)
+}
+
+// sweepSnapshots removes snapshots of ours whose container is gone.
+func (e *Executor) sweepSnapshots(ctx context.Context, now time.Time) error {
+	sn := e.client.SnapshotService(e.snapshotter)
+	var stale []string
+	err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		if info.Labels[LabelInstance] != "" && orphaned(info.Labels, e.owner, now) {
+			stale = append(stale, info.Name)
+		}
+		return nil
+	}, fmt.Sprintf("labels.%q", LabelInstance))
+	if err != nil {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	var errs []error
+	for _, key := range stale {
+		if err := sn.Remove(ctx, key); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sweepDirs removes program directories that have no container and are
+// older than any run could be while being set up.
+func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
+	entries, err := os.ReadDir(e.cfg.StateDir)
+	if err != nil {
+		return
+	}
+	for _, ent := range entries {
+		if !strings.HasPrefix(ent.Name(), idPrefix) {
+			continue
+		}
+		info, err := ent.Info()
+		if err != nil || now.Sub(info.ModTime()) < time.Minute {
+			continue
+		}
+		if _, err := e.client.LoadContainer(ctx, ent.Name()); errdefs.IsNotFound(err) {
+			os.RemoveAll(filepath.Join(e.cfg.StateDir, ent.Name()))
+		}
+	}
+}
+
+// deleteContainer kills and deletes a container's task, then the container
+// with its snapshot. What is already gone counts as deleted.
+func deleteContainer(ctx context.Context, c containerd.Container) error {
+	if t, err := c.Task(ctx, nil); err == nil {
+		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("delete task %s: %w", c.ID(), err)
+		}
+	} else if !errdefs.IsNotFound(err) {
+		return fmt.Errorf("load task %s: %w", c.ID(), err)
+	}
+	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete container %s: %w", c.ID(), err)
+	}
+	return nil
+}
