@@ -68,6 +68,11 @@ var extraMaskedPaths = []string{
 	"/sys/kernel/debug",
 }
 
+// deniedSyscalls are refused on top of containerd's default profile, which
+// allows them: a sandboxed program has no use for debugging other
+// processes, and each has a history of kernel bugs.
+var deniedSyscalls = []string{"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality"}
+
 // SpecOpts returns the options that build the spec of a run on top of
 // containerd's default spec, in the order they must be applied: the capability drop comes before seccomp, because
 // containerd's default profile allows some syscalls only to holders of
@@ -102,7 +107,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 		opts = append(opts, ctroci.WithRlimit(&p.Rlimits[i]))
 	}
 	// Last: the profile is derived from the capabilities set above.
-	opts = append(opts, seccomp.WithDefaultProfile())
+	opts = append(opts, seccomp.WithDefaultProfile(), withSyscallsDenied(deniedSyscalls))
 	return opts, nil
 }
 
@@ -266,4 +271,23 @@ func Rlimits(want []Rlimit, hard func(typ string) (uint64, bool)) []specs.POSIXR
 // the sandbox.
 func ProgramPath(file string) string {
 	return path.Join(CodeDir, file)
+}
+
+// withSyscallsDenied takes names out of every rule of the seccomp profile,
+// so that the profile's default action (an error) applies to them.
+func withSyscallsDenied(names []string) ctroci.SpecOpts {
+	return func(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+		if s.Linux.Seccomp == nil {
+			return fmt.Errorf("no seccomp profile to deny %v in", names)
+		}
+		rules := s.Linux.Seccomp.Syscalls[:0]
+		for _, r := range s.Linux.Seccomp.Syscalls {
+			r.Names = slices.DeleteFunc(r.Names, func(n string) bool { return slices.Contains(names, n) })
+			if len(r.Names) > 0 {
+				rules = append(rules, r)
+			}
+		}
+		s.Linux.Seccomp.Syscalls = rules
+		return nil
+	}
 }

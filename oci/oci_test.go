@@ -1,0 +1,275 @@
+package oci
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	ctroci "github.com/containerd/containerd/v2/pkg/oci"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+)
+
+func testPolicy() Policy {
+	return Policy{
+		Args:        []string{"python3", "/sandbox/main.py"},
+		Env:         []string{"PATH=/usr/bin:/bin", "HOME=/tmp"},
+		UID:         65534,
+		GID:         65534,
+		Hostname:    "sandbox",
+		MemoryBytes: 512 << 20,
+		CPUs:        1.5,
+		Pids:        128,
+		TmpBytes:    64 << 20,
+		ShmBytes:    32 << 20,
+		Rlimits: []specs.POSIXRlimit{
+			{Type: "RLIMIT_NOFILE", Hard: 256, Soft: 256},
+			{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
+			{Type: "RLIMIT_FSIZE", Hard: 1 << 20, Soft: 1 << 20},
+		},
+		CodeHostDir: "/run/code-sandbox-mcp/csm-1/code",
+	}
+}
+
+// generate applies the policy's options to containerd's default spec, as
+// containerd.WithNewSpec does, with no client and no image.
+func generate(t *testing.T, p Policy) *ctroci.Spec {
+	t.Helper()
+	opts, err := SpecOpts(p)
+	if err != nil {
+		t.Fatalf("SpecOpts: %v", err)
+	}
+	ctx := namespaces.WithNamespace(context.Background(), "test")
+	s, err := ctroci.GenerateSpec(ctx, nil, &containers.Container{ID: "csm-1"}, opts...)
+	if err != nil {
+		t.Fatalf("GenerateSpec: %v", err)
+	}
+	return s
+}
+
+func TestSpecProcess(t *testing.T) {
+	s := generate(t, testPolicy())
+	p := s.Process
+	if got, want := p.Args, []string{"python3", "/sandbox/main.py"}; !slices.Equal(got, want) {
+		t.Errorf("args: got %q; want %q", got, want)
+	}
+	if got, want := p.Env, []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}; !slices.Equal(got, want) {
+		t.Errorf("env: got %q; want %q (exactly, nothing added)", got, want)
+	}
+	if p.User.UID != 65534 || p.User.GID != 65534 {
+		t.Errorf("user: got %d:%d; want 65534:65534", p.User.UID, p.User.GID)
+	}
+	if len(p.User.AdditionalGids) != 0 {
+		t.Errorf("additional gids: got %v; want none", p.User.AdditionalGids)
+	}
+	if p.Cwd != "/tmp" {
+		t.Errorf("cwd: got %q; want /tmp", p.Cwd)
+	}
+	if !p.NoNewPrivileges {
+		t.Error("no_new_privileges: got false; want true")
+	}
+	if p.Terminal {
+		t.Error("terminal: got true; want false")
+	}
+	c := p.Capabilities
+	for name, set := range map[string][]string{
+		"bounding": c.Bounding, "effective": c.Effective, "permitted": c.Permitted,
+		"inheritable": c.Inheritable, "ambient": c.Ambient,
+	} {
+		if len(set) != 0 {
+			t.Errorf("%s capabilities: got %v; want none", name, set)
+		}
+	}
+	want := map[string]uint64{"RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0, "RLIMIT_FSIZE": 1 << 20}
+	for _, r := range p.Rlimits {
+		w, ok := want[r.Type]
+		if !ok {
+			t.Errorf("unexpected rlimit %s", r.Type)
+			continue
+		}
+		if r.Hard != w || r.Soft != w {
+			t.Errorf("%s: got soft %d hard %d; want %d", r.Type, r.Soft, r.Hard, w)
+		}
+		delete(want, r.Type)
+	}
+	for typ := range want {
+		t.Errorf("rlimit %s missing", typ)
+	}
+	if s.Hostname != "sandbox" {
+		t.Errorf("hostname: got %q; want sandbox", s.Hostname)
+	}
+}
+
+func TestSpecFilesystem(t *testing.T) {
+	s := generate(t, testPolicy())
+	if !s.Root.Readonly {
+		t.Error("root: got read-write; want read-only")
+	}
+	mounts := map[string]specs.Mount{}
+	for _, m := range s.Mounts {
+		if _, dup := mounts[m.Destination]; dup {
+			t.Errorf("mount %s appears twice", m.Destination)
+		}
+		mounts[m.Destination] = m
+	}
+	tmp := mounts["/tmp"]
+	if tmp.Type != "tmpfs" || !hasAll(tmp.Options, "nosuid", "nodev", "noexec", "size=67108864") {
+		t.Errorf("/tmp: got %+v; want tmpfs nosuid,nodev,noexec,size=67108864", tmp)
+	}
+	shm := mounts["/dev/shm"]
+	if shm.Type != "tmpfs" || !hasAll(shm.Options, "nosuid", "nodev", "noexec", "size=33554432") {
+		t.Errorf("/dev/shm: got %+v; want tmpfs nosuid,nodev,noexec,size=33554432", shm)
+	}
+	code := mounts[CodeDir]
+	if code.Type != "bind" || code.Source != "/run/code-sandbox-mcp/csm-1/code" || !hasAll(code.Options, "ro", "nosuid", "nodev", "noexec") {
+		t.Errorf("%s: got %+v; want a read-only bind of the run's code directory", CodeDir, code)
+	}
+	if _, ok := mounts["/run"]; ok {
+		t.Error("/run: mounted; want no writable /run")
+	}
+	// Nothing else of the host: every bind mount is the code directory.
+	for _, m := range s.Mounts {
+		if (m.Type == "bind" || hasAll(m.Options, "bind") || hasAll(m.Options, "rbind")) && m.Destination != CodeDir {
+			t.Errorf("host bind mount at %s from %s; want none but %s", m.Destination, m.Source, CodeDir)
+		}
+	}
+	if sys := mounts["/sys"]; !hasAll(sys.Options, "ro") {
+		t.Errorf("/sys: got %+v; want read-only", sys)
+	}
+	for _, p := range []string{"/proc/kcore", "/proc/keys", "/proc/interrupts", "/proc/kallsyms", "/proc/timer_list", "/sys/firmware"} {
+		if !slices.Contains(s.Linux.MaskedPaths, p) {
+			t.Errorf("masked paths: %s missing", p)
+		}
+	}
+	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq"} {
+		if !slices.Contains(s.Linux.ReadonlyPaths, p) {
+			t.Errorf("read-only paths: %s missing", p)
+		}
+	}
+}
+
+func TestSpecNamespacesAndDevices(t *testing.T) {
+	s := generate(t, testPolicy())
+	got := map[specs.LinuxNamespaceType]string{}
+	for _, ns := range s.Linux.Namespaces {
+		got[ns.Type] = ns.Path
+	}
+	for _, typ := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.NetworkNamespace, specs.MountNamespace, specs.IPCNamespace, specs.UTSNamespace} {
+		path, ok := got[typ]
+		if !ok || path != "" {
+			t.Errorf("%s namespace: got present=%v path=%q; want a new one", typ, ok, path)
+		}
+	}
+	devs := s.Linux.Resources.Devices
+	if len(devs) == 0 || devs[0].Allow || devs[0].Access != "rwm" {
+		t.Errorf("device cgroup: got %+v; want deny-all first", devs)
+	}
+	if len(s.Linux.Devices) != 0 {
+		t.Errorf("devices: got %+v; want none beyond runc's defaults", s.Linux.Devices)
+	}
+}
+
+func TestSpecCgroupLimits(t *testing.T) {
+	s := generate(t, testPolicy())
+	r := s.Linux.Resources
+	if r.Memory == nil || r.Memory.Limit == nil || *r.Memory.Limit != 512<<20 {
+		t.Fatalf("memory limit: got %+v; want %d", r.Memory, 512<<20)
+	}
+	if r.Memory.Swap == nil || *r.Memory.Swap != 512<<20 {
+		t.Errorf("memory+swap: got %v; want %d (equal to memory: no swap)", r.Memory.Swap, 512<<20)
+	}
+	if r.CPU == nil || r.CPU.Quota == nil || *r.CPU.Quota != 150000 || r.CPU.Period == nil || *r.CPU.Period != 100000 {
+		t.Errorf("cpu: got %+v; want quota 150000 period 100000", r.CPU)
+	}
+	if r.Pids == nil || r.Pids.Limit == nil || *r.Pids.Limit != 128 {
+		t.Errorf("pids: got %+v; want 128", r.Pids)
+	}
+}
+
+func TestSpecSeccomp(t *testing.T) {
+	s := generate(t, testPolicy())
+	sc := s.Linux.Seccomp
+	if sc == nil {
+		t.Fatal("seccomp: got none; want containerd's default profile")
+	}
+	if sc.DefaultAction != specs.ActErrno {
+		t.Errorf("seccomp default action: got %s; want %s", sc.DefaultAction, specs.ActErrno)
+	}
+	allowed := map[string]bool{}
+	for _, rule := range sc.Syscalls {
+		if rule.Action != specs.ActAllow {
+			continue
+		}
+		for _, n := range rule.Names {
+			allowed[n] = true
+		}
+	}
+	if !allowed["read"] || !allowed["write"] {
+		t.Errorf("seccomp does not allow read/write; profile looks wrong")
+	}
+	// Allowed only with capabilities the spec dropped (the profile must
+	// have been built after the drop), or denied by us on top. A rule with
+	// argument conditions counts as allowing: none of these may have one.
+	for _, name := range []string{"mount", "umount2", "unshare", "setns", "ptrace", "bpf", "perf_event_open", "kexec_load", "keyctl", "add_key", "io_uring_setup", "pivot_root", "chroot", "reboot", "process_vm_readv", "process_vm_writev", "userfaultfd"} {
+		if allowed[name] {
+			t.Errorf("seccomp allows %s unconditionally; want it denied", name)
+		}
+	}
+}
+
+func TestSpecOptsRefusesUnsafePolicies(t *testing.T) {
+	for name, mutate := range map[string]func(*Policy){
+		"root uid":      func(p *Policy) { p.UID = 0 },
+		"root gid":      func(p *Policy) { p.GID = 0 },
+		"no memory":     func(p *Policy) { p.MemoryBytes = 0 },
+		"no cpu":        func(p *Policy) { p.CPUs = 0 },
+		"no pids limit": func(p *Policy) { p.Pids = 0 },
+		"no tmp size":   func(p *Policy) { p.TmpBytes = 0 },
+		"no command":    func(p *Policy) { p.Args = nil },
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := testPolicy()
+			mutate(&p)
+			if _, err := SpecOpts(p); err == nil {
+				t.Error("got no error; want the policy refused")
+			}
+		})
+	}
+}
+
+func TestEnv(t *testing.T) {
+	got := Env(
+		[]string{"PATH=/usr/bin", "LANG=C.UTF-8", "HOME=/root"},
+		[]string{"PYTHONUNBUFFERED=1", "LANG=C"},
+		[]string{"API_KEY=secret", "broken"},
+	)
+	want := []string{"PATH=/usr/bin", "LANG=C", "HOME=/tmp", "PYTHONUNBUFFERED=1", "API_KEY=secret"}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %q; want %q", got, want)
+	}
+}
+
+func TestRlimitsNeverRaised(t *testing.T) {
+	hard := map[string]uint64{"RLIMIT_NOFILE": 512}
+	got := Rlimits([]Rlimit{{"RLIMIT_NOFILE", 1024}, {"RLIMIT_CORE", 0}, {"RLIMIT_FSIZE", 100}},
+		func(typ string) (uint64, bool) { v, ok := hard[typ]; return v, ok })
+	want := []specs.POSIXRlimit{
+		{Type: "RLIMIT_NOFILE", Hard: 512, Soft: 512},
+		{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
+		{Type: "RLIMIT_FSIZE", Hard: 100, Soft: 100},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got %+v; want %+v", got, want)
+	}
+}
+
+func hasAll(opts []string, want ...string) bool {
+	for _, w := range want {
+		if !slices.ContainsFunc(opts, func(o string) bool { return strings.EqualFold(o, w) }) {
+			return false
+		}
+	}
+	return true
+}
