@@ -1,0 +1,701 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/mount"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/containerd/v2/pkg/oci"
+	"github.com/containerd/errdefs"
+)
+
+// testNamespace is the containerd namespace every test object lives in.
+const testNamespace = "code-sandbox-test"
+
+// The images the tests run, as SANDBOX_IMAGES provides them.
+const (
+	pythonImage = "localhost/code-sandbox-mcp/python:trixie"
+	nodejsImage = "localhost/code-sandbox-mcp/nodejs:trixie"
+)
+
+var testImages = []string{pythonImage, nodejsImage}
+
+// Set by TestMain before any test runs.
+var (
+	// testAddress is the private daemon's socket, for exec.Config.Address.
+	testAddress string
+	// testClient is connected to the private daemon, with testNamespace as
+	// its default namespace. Tests must not close it.
+	testClient *containerd.Client
+	// testDir is the harness's temporary directory: the daemon's root,
+	// state, socket and log, and the tests' state directories.
+	testDir string
+)
+
+// harnessPrefix starts the name of every harness directory, so that a run
+// can find what a killed run left (see sweepStale).
+const harnessPrefix = "code-sandbox-it-"
+
+// testContext returns a context in testNamespace that ends with the test,
+// or after two minutes.
+func testContext(t testing.TB) context.Context {
+	t.Helper()
+	ctx := namespaces.WithNamespace(context.Background(), testNamespace)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newStateDir returns a new, empty directory for an executor's StateDir,
+// under the harness directory; it is removed when the test ends.
+func newStateDir(t testing.TB) string {
+	t.Helper()
+	parent := filepath.Join(testDir, "states")
+	if err := os.MkdirAll(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+	dir, err := os.MkdirTemp(parent, name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Never remove through a mount: that would delete what it shows.
+		if m := mountsUnder(dir); len(m) > 0 {
+			t.Errorf("state dir %s: got mounts %v at cleanup; want none", dir, m)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return dir
+}
+
+// assertNoLeftovers checks that nothing of a run is left: in testNamespace
+// no container, no task, no snapshot but committed (image layer) ones; no
+// shim of the private daemon; no mount under the harness directory; and, if
+// stateDir is not empty, nothing in stateDir. It allows shims a few seconds
+// to exit, since deleting a task does not wait for its shim.
+func assertNoLeftovers(t testing.TB, stateDir string) {
+	t.Helper()
+	ctx := testContext(t)
+
+	cs, err := testClient.Containers(ctx)
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	if len(cs) > 0 {
+		ids := make([]string, len(cs))
+		for i, c := range cs {
+			ids[i] = c.ID()
+		}
+		t.Errorf("containers in %s: got %v; want none", testNamespace, ids)
+	}
+
+	ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+	if err != nil {
+		t.Fatalf("list tasks: %v", err)
+	}
+	if len(ts.Tasks) > 0 {
+		var ids []string
+		for _, task := range ts.Tasks {
+			ids = append(ids, fmt.Sprintf("%s (pid %d, %v)", task.ID, task.Pid, task.Status))
+		}
+		t.Errorf("tasks in %s: got %v; want none", testNamespace, ids)
+	}
+
+	active, err := activeSnapshots(ctx)
+	if err != nil {
+		t.Fatalf("walk snapshots: %v", err)
+	}
+	if len(active) > 0 {
+		t.Errorf("active or view snapshots in %s: got %v; want none (only committed image layers)", testNamespace, active)
+	}
+
+	var shims []string
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if shims = ourShims(); len(shims) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(shims) > 0 {
+		t.Errorf("shims of the test daemon: got %v; want none", shims)
+	}
+	// The shim unmounts a task's root file system before its Delete returns.
+	if mounts := mountsUnder(testDir); len(mounts) > 0 {
+		t.Errorf("mounts under %s: got %v; want none", testDir, mounts)
+	}
+
+	if stateDir != "" {
+		entries, err := os.ReadDir(stateDir)
+		if err != nil {
+			t.Fatalf("read state dir: %v", err)
+		}
+		if len(entries) > 0 {
+			names := make([]string, len(entries))
+			for i, e := range entries {
+				names[i] = e.Name()
+			}
+			t.Errorf("state dir %s: got %v; want empty", stateDir, names)
+		}
+	}
+}
+
+// activeSnapshots lists, as "snapshotter/key", every snapshot in testNamespace
+// that is not committed, in every snapshotter the daemon loaded. Committed
+// snapshots are unpacked image layers; an active or view snapshot is a
+// container's root file system (or a half-done unpack).
+func activeSnapshots(ctx context.Context) ([]string, error) {
+	resp, err := testClient.IntrospectionService().Plugins(ctx, `type=="io.containerd.snapshotter.v1"`)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range resp.Plugins {
+		if p.InitErr != nil {
+			continue
+		}
+		err := testClient.SnapshotService(p.ID).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+			if info.Kind != snapshots.KindCommitted {
+				out = append(out, p.ID+"/"+info.Name)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("snapshotter %s: %w", p.ID, err)
+		}
+	}
+	return out, nil
+}
+
+// harness is the private daemon and what it needs.
+type harness struct {
+	cfg    harnessConfig
+	dir    string
+	lock   *os.File // flock held while the run lives; see sweepStale
+	daemon *exec.Cmd
+	exited chan struct{} // closed when the daemon has exited
+	// ids of every container the teardown found, for runc and cgroups.
+	ids []string
+}
+
+func (h *harness) logPath() string { return filepath.Join(h.dir, "containerd.log") }
+
+// start sweeps what killed runs left, starts the daemon, connects
+// testClient and imports the images.
+func (h *harness) start() error {
+	sweepStale()
+
+	dir, err := os.MkdirTemp("", harnessPrefix)
+	if err != nil {
+		return err
+	}
+	h.dir, testDir = dir, dir
+	h.lock, err = os.Create(filepath.Join(dir, "lock"))
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(h.lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return fmt.Errorf("lock %s: %w", h.lock.Name(), err)
+	}
+
+	testAddress = filepath.Join(dir, "containerd.sock")
+	config := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(config, []byte(daemonConfig(dir, testAddress)), 0o600); err != nil {
+		return err
+	}
+	logf, err := os.Create(h.logPath())
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+
+	cmd := exec.Command(h.cfg.containerd, "--config", config)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = daemonEnv(h.cfg.shimDir)
+	// Its own process group keeps a terminal's Ctrl-C for us (we clean up);
+	// Pdeathsig ends it if this process dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Pdeathsig fires when the thread that started the child exits; keep
+	// this goroutine on its thread so the Go runtime does not retire it.
+	runtime.LockOSThread()
+	err = cmd.Start()
+	if err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("start %s: %w", h.cfg.containerd, err)
+	}
+	h.daemon = cmd
+	h.exited = make(chan struct{})
+	go func() { cmd.Wait(); close(h.exited) }()
+
+	if err := h.connect(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), testNamespace), 5*time.Minute)
+	defer cancel()
+	v, err := testClient.Version(ctx)
+	if err != nil {
+		return fmt.Errorf("containerd version: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "integration: containerd %s (%s), shims from %s, socket %s\n",
+		v.Version, h.cfg.containerd, h.cfg.shimDir, testAddress)
+	return ensureImages(ctx, h)
+}
+
+// connect waits up to 20 s for the daemon to answer and connects testClient.
+func (h *harness) connect() error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case <-h.exited:
+			return fmt.Errorf("containerd exited at start-up (%v); its log is below", h.daemon.ProcessState)
+		default:
+		}
+		if _, err := os.Stat(testAddress); err == nil {
+			c, err := containerd.New(testAddress,
+				containerd.WithDefaultNamespace(testNamespace),
+				containerd.WithTimeout(2*time.Second))
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				_, err = c.Version(ctx)
+				cancel()
+				if err == nil {
+					testClient = c
+					return nil
+				}
+				c.Close()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("containerd at %s does not answer after 20 s: %v", testAddress, err)
+			}
+		} else if time.Now().After(deadline) {
+			return fmt.Errorf("containerd made no socket at %s in 20 s", testAddress)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// daemonConfig is a containerd config that keeps everything under dir and
+// loads nothing the tests do not need. Version 2 is read by 1.6 and
+// migrated by 2.x. Unknown ids in disabled_plugins are ignored, so the
+// list names both generations' plugins.
+func daemonConfig(dir, address string) string {
+	return fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = [
+  # CRI: io.containerd.grpc.v1.cri in 1.6; 2.x split it in three.
+  "io.containerd.grpc.v1.cri",
+  "io.containerd.cri.v1.images",
+  "io.containerd.cri.v1.runtime",
+  "io.containerd.podsandbox.controller.v1.podsandbox",
+  # NRI (2.x) listens on /var/run/nri/nri.sock, shared with the system daemon.
+  "io.containerd.nri.v1.nri",
+  # opt (1.6) installs into /opt/containerd.
+  "io.containerd.internal.v1.opt",
+]
+
+[grpc]
+  address = %q
+
+[ttrpc]
+  address = %q
+
+[debug]
+  address = ""
+
+[metrics]
+  address = ""
+`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), address, address+".ttrpc")
+}
+
+// daemonEnv is this process's environment with shimDir first on PATH:
+// both 1.6 and 2.x look the shim up on PATH, and only then next to their
+// own binary.
+func daemonEnv(shimDir string) []string {
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		return strings.HasPrefix(kv, "PATH=")
+	})
+	path := os.Getenv("PATH")
+	if path == "" {
+		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	}
+	return append(env, "PATH="+shimDir+string(os.PathListSeparator)+path)
+}
+
+// dumpLog writes the tail of the daemon's log to stderr.
+func (h *harness) dumpLog() {
+	if h.dir == "" {
+		return
+	}
+	b, err := os.ReadFile(h.logPath())
+	if err != nil {
+		return
+	}
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	lines = lines[max(0, len(lines)-40):]
+	fmt.Fprintf(os.Stderr, "integration: tail of %s:\n%s\n", h.logPath(), bytes.Join(lines, nil))
+}
+
+// teardown deletes what tests left in the daemon, stops it, and removes
+// every trace of the run: shims, runc state, mounts, cgroups, the directory.
+// It goes on after an error and returns them all.
+func (h *harness) teardown() error {
+	var errs []error
+	if testClient != nil {
+		errs = append(errs, h.deleteContainers())
+		testClient.Close()
+		testClient = nil
+	}
+	if h.daemon != nil {
+		errs = append(errs, h.stopDaemon())
+	}
+	if h.dir == "" {
+		return errors.Join(errs...)
+	}
+	killProcesses(func(args []string) bool { return isShim(args) && slices.Contains(args, testAddress) })
+	h.deleteRuncState()
+	errs = append(errs, unmountUnder(h.dir))
+	errs = append(errs, removeCgroups(h.ids))
+	if m := mountsUnder(h.dir); len(m) > 0 {
+		errs = append(errs, fmt.Errorf("not removing %s: still mounted: %v", h.dir, m))
+	} else if err := os.RemoveAll(h.dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// deleteContainers kills and deletes every task and container in
+// testNamespace, with their snapshots, and then any other active snapshot.
+func (h *harness) deleteContainers() error {
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), testNamespace), time.Minute)
+	defer cancel()
+	cs, err := testClient.Containers(ctx)
+	if err != nil {
+		return fmt.Errorf("list containers: %w", err)
+	}
+	var errs []error
+	for _, c := range cs {
+		h.ids = append(h.ids, c.ID())
+		if task, err := c.Task(ctx, nil); err == nil {
+			if _, err := task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete task %s: %w", c.ID(), err))
+			}
+		}
+		if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete container %s: %w", c.ID(), err))
+		}
+	}
+	active, err := activeSnapshots(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, s := range active {
+		name, key, _ := strings.Cut(s, "/")
+		if err := testClient.SnapshotService(name).Remove(ctx, key); err != nil && !errdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", s, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stopDaemon sends SIGTERM, and SIGKILL after 10 s.
+func (h *harness) stopDaemon() error {
+	defer runtime.UnlockOSThread()
+	h.daemon.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.exited:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	h.daemon.Process.Kill()
+	<-h.exited
+	return fmt.Errorf("containerd did not stop on SIGTERM in 10 s; killed it")
+}
+
+// deleteRuncState force-deletes, with runc, the containers of ids that a
+// killed shim left in runc's default root: that kills their processes and
+// removes their cgroups.
+func (h *harness) deleteRuncState() {
+	root := filepath.Join("/run/containerd/runc", testNamespace)
+	for _, id := range h.ids {
+		if _, err := os.Stat(filepath.Join(root, id)); err == nil {
+			exec.Command("runc", "--root", root, "delete", "--force", id).Run()
+		}
+	}
+}
+
+// sweepStale removes what earlier runs that were killed left: their
+// daemons, shims, mounts and directories. A live run holds the flock on its
+// directory's lock file; a directory whose lock is free is stale.
+func sweepStale() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), harnessPrefix+"*"))
+	for _, dir := range dirs {
+		f, err := os.Open(filepath.Join(dir, "lock"))
+		if err != nil {
+			continue
+		}
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err != nil {
+			f.Close()
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "integration: removing %s, left by a killed run\n", dir)
+		killProcesses(func(args []string) bool {
+			return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir+"/") })
+		})
+		if err := unmountUnder(dir); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: %v\n", err)
+		}
+		if len(mountsUnder(dir)) == 0 {
+			os.RemoveAll(dir)
+		}
+		f.Close()
+	}
+}
+
+// isShim reports whether args is a runc shim's command line.
+func isShim(args []string) bool {
+	return len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim")
+}
+
+// ourShims lists, as "pid: command line", the shims of the test daemon.
+func ourShims() []string {
+	var out []string
+	for pid, args := range processes() {
+		if isShim(args) && slices.Contains(args, testAddress) {
+			out = append(out, fmt.Sprintf("%d: %s", pid, strings.Join(args, " ")))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// processes maps each process's pid to its command line.
+func processes() map[int][]string {
+	ents, _ := os.ReadDir("/proc")
+	out := make(map[int][]string)
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(b) == 0 {
+			continue
+		}
+		out[pid] = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	}
+	return out
+}
+
+// killProcesses SIGKILLs every process whose command line match selects,
+// except this one, and waits up to 5 s for them to go.
+func killProcesses(match func(args []string) bool) {
+	var pids []int
+	for pid, args := range processes() {
+		if pid != os.Getpid() && match(args) {
+			syscall.Kill(pid, syscall.SIGKILL)
+			pids = append(pids, pid)
+		}
+	}
+	for deadline := time.Now().Add(5 * time.Second); len(pids) > 0 && time.Now().Before(deadline); {
+		pids = slices.DeleteFunc(pids, func(pid int) bool {
+			return syscall.Kill(pid, 0) != nil
+		})
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// mountsUnder lists the mount points in this mount namespace at or below
+// dir, deepest first.
+func mountsUnder(dir string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+// unescapeMountinfo undoes mountinfo's octal escapes (\040 for a space).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// unmountUnder unmounts everything at or below dir, deepest first, lazily
+// if a plain unmount fails.
+func unmountUnder(dir string) error {
+	var errs []error
+	for _, mp := range mountsUnder(dir) {
+		if err := syscall.Unmount(mp, 0); err != nil {
+			if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+				errs = append(errs, fmt.Errorf("unmount %s: %w", mp, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroups removes the cgroups of ids and then the namespace's parent
+// cgroups (v1: /sys/fs/cgroup/*/NAMESPACE, v2: /sys/fs/cgroup/NAMESPACE),
+// with rmdir only: a cgroup that still has processes, or that another run
+// still uses, stays.
+func removeCgroups(ids []string) error {
+	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", testNamespace))
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", testNamespace, "cgroup.procs")); err == nil {
+		parents = append(parents, filepath.Join("/sys/fs/cgroup", testNamespace))
+	}
+	var errs []error
+	for _, p := range parents {
+		for _, id := range ids {
+			if err := syscall.Rmdir(filepath.Join(p, id)); err != nil && !errors.Is(err, syscall.ENOENT) {
+				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", filepath.Join(p, id), err))
+			}
+		}
+		// Busy or not empty: another run's, or one we could not clean.
+		if err := syscall.Rmdir(p); err != nil && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// importArchive stands in for exec.ImportArchive until that is committed:
+// it imports the archive's images for this platform and returns their names.
+func importArchive(ctx context.Context, c *containerd.Client, r io.Reader) ([]string, error) {
+	imgs, err := c.Import(ctx, r, containerd.WithAllPlatforms(false))
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, len(imgs))
+	for i, img := range imgs {
+		names[i] = img.Name
+	}
+	return names, nil
+}
+
+// TestHarnessDaemon checks the harness itself, without the executor: the
+// daemon answers, the images are there, and assertNoLeftovers sees a
+// container, its snapshot and a mount, and passes once they are gone.
+func TestHarnessDaemon(t *testing.T) {
+	ctx := testContext(t)
+	if _, err := testClient.Version(ctx); err != nil {
+		t.Fatalf("version: got %v; want the daemon to answer", err)
+	}
+	for _, ref := range testImages {
+		if _, err := testClient.GetImage(ctx, ref); err != nil {
+			t.Errorf("image %s: got %v; want it imported", ref, err)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	img, err := testClient.GetImage(ctx, pythonImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Unpack(ctx, ""); err != nil {
+		t.Fatalf("unpack %s: %v", pythonImage, err)
+	}
+	id := strings.ReplaceAll(t.Name(), "/", "-")
+	c, err := testClient.NewContainer(ctx, id,
+		containerd.WithImage(img),
+		containerd.WithNewSnapshot(id, img),
+		containerd.WithNewSpec(oci.WithImageConfig(img)))
+	if err != nil {
+		t.Fatalf("new container: %v", err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mounts, err := testClient.SnapshotService(info.Snapshotter).Mounts(ctx, info.SnapshotKey)
+	if err != nil {
+		t.Fatalf("snapshot mounts: %v", err)
+	}
+	target := filepath.Join(newStateDir(t), "rootfs")
+	if err := os.Mkdir(target, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := mount.All(mounts, target); err != nil {
+		t.Fatalf("mount the snapshot: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(target, "etc/os-release")); err != nil {
+		t.Errorf("image root file system: got %v; want /etc/os-release", err)
+	}
+
+	rec := &recorder{TB: t}
+	assertNoLeftovers(rec, "")
+	for _, want := range []string{"containers in", "active or view snapshots", "mounts under"} {
+		if !slices.ContainsFunc(rec.errs, func(e string) bool { return strings.HasPrefix(e, want) }) {
+			t.Errorf("assertNoLeftovers with a container and a mount: got %q; want an error starting %q", rec.errs, want)
+		}
+	}
+
+	if err := mount.UnmountAll(target, 0); err != nil {
+		t.Fatalf("unmount: %v", err)
+	}
+	if err := c.Delete(ctx, containerd.WithSnapshotCleanup); err != nil {
+		t.Fatalf("delete container: %v", err)
+	}
+	os.Remove(target)
+	assertNoLeftovers(t, filepath.Dir(target))
+}
+
+// recorder is a testing.TB that records Errorf instead of failing, to test
+// assertions.
+type recorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *recorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,190 @@
+// Package integration tests code-sandbox-mcp against a real containerd: a
+// private daemon that TestMain starts for the run, in a temporary directory,
+// with the language images imported into the namespace testNamespace.
+//
+// Run it with `make integration` (as root). The environment it reads:
+//
+//	SANDBOX_INTEGRATION  1: every piece below is required and a missing one
+//	                     fails the run; 0: skip; unset: run if all is there,
+//	                     else skip with a message.
+//	SANDBOX_CONTAINERD   the containerd binary (default: containerd on PATH).
+//	SANDBOX_SHIM_DIR     where its containerd-shim-runc-v2 is (default: the
+//	                     binary's directory); put first on the daemon's PATH.
+//	SANDBOX_IMAGES       image archives to import, separated by ':'.
+//
+// It must not know the MCP layer; it drives the executor and containerd.
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	cfg, err := harnessConfigFromEnv()
+	if err != nil {
+		var skip skipError
+		if errors.As(err, &skip) {
+			fmt.Fprintf(os.Stderr, "integration tests skipped: %v; set SANDBOX_INTEGRATION=1 to require them (make integration)\n", err)
+			return 0
+		}
+		fmt.Fprintf(os.Stderr, "integration: %v\n", err)
+		return 1
+	}
+
+	h := &harness{cfg: cfg}
+	var once sync.Once
+	teardown := func() error {
+		var err error
+		once.Do(func() { err = h.teardown() })
+		return err
+	}
+	// An interrupted run still cleans up. A test's panic or go test's
+	// -timeout kills the process without running this; the next run's
+	// sweepStale removes what such a run left.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigs
+		fmt.Fprintf(os.Stderr, "integration: %v: cleaning up\n", s)
+		if err := teardown(); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: teardown: %v\n", err)
+		}
+		os.Exit(1)
+	}()
+
+	if err := h.start(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: %v\n", err)
+		h.dumpLog()
+		if err := teardown(); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: teardown: %v\n", err)
+		}
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		h.dumpLog()
+	}
+	if err := teardown(); err != nil {
+		fmt.Fprintf(os.Stderr, "integration: teardown: %v\n", err)
+		h.dumpLog()
+		code = 1
+	}
+	signal.Stop(sigs)
+	return code
+}
+
+// skipError is a missing piece that makes an optional run skip.
+type skipError struct{ error }
+
+// harnessConfig is what the environment asks for.
+type harnessConfig struct {
+	containerd string   // the daemon's binary
+	shimDir    string   // put first on the daemon's PATH
+	images     []string // archives to import
+}
+
+// harnessConfigFromEnv reads the environment. Its error is a skipError when
+// the run is optional and something it needs is missing.
+func harnessConfigFromEnv() (harnessConfig, error) {
+	var cfg harnessConfig
+	required := false
+	switch v := os.Getenv("SANDBOX_INTEGRATION"); v {
+	case "1":
+		required = true
+	case "0":
+		return cfg, skipError{errors.New("SANDBOX_INTEGRATION=0")}
+	case "":
+	default:
+		return cfg, fmt.Errorf("SANDBOX_INTEGRATION=%q: want 1, 0 or unset", v)
+	}
+	missing := func(format string, args ...any) (harnessConfig, error) {
+		err := fmt.Errorf(format, args...)
+		if required {
+			return cfg, fmt.Errorf("SANDBOX_INTEGRATION=1 but %w", err)
+		}
+		return cfg, skipError{err}
+	}
+
+	if os.Geteuid() != 0 {
+		return missing("not root (the tests create containers, mounts and cgroups)")
+	}
+	cfg.containerd = os.Getenv("SANDBOX_CONTAINERD")
+	if cfg.containerd == "" {
+		p, err := exec.LookPath("containerd")
+		if err != nil {
+			return missing("SANDBOX_CONTAINERD is unset and there is no containerd on PATH")
+		}
+		cfg.containerd = p
+	}
+	if fi, err := os.Stat(cfg.containerd); err != nil || fi.Mode()&0o111 == 0 {
+		return missing("containerd binary %s is missing or not executable (SANDBOX_CONTAINERD)", cfg.containerd)
+	}
+	cfg.shimDir = os.Getenv("SANDBOX_SHIM_DIR")
+	if cfg.shimDir == "" {
+		cfg.shimDir = filepath.Dir(cfg.containerd)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.shimDir, "containerd-shim-runc-v2")); err != nil {
+		return missing("no containerd-shim-runc-v2 in %s (SANDBOX_SHIM_DIR)", cfg.shimDir)
+	}
+	for _, p := range strings.Split(os.Getenv("SANDBOX_IMAGES"), ":") {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err != nil {
+			return missing("image archive %s: %v (SANDBOX_IMAGES)", p, err)
+		}
+		cfg.images = append(cfg.images, p)
+	}
+	if len(cfg.images) == 0 {
+		return missing("SANDBOX_IMAGES names no image archives (scripts/setup archives builds them)")
+	}
+	return cfg, nil
+}
+
+// ensureImages imports the archives unless every image the tests use is
+// already in the namespace.
+func ensureImages(ctx context.Context, h *harness) error {
+	if haveImages(ctx) == nil {
+		return nil
+	}
+	for _, p := range h.cfg.images {
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		names, err := importArchive(ctx, testClient, f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("import %s: %w", p, err)
+		}
+		fmt.Fprintf(os.Stderr, "integration: imported %s: %s\n", filepath.Base(p), strings.Join(names, ", "))
+	}
+	if err := haveImages(ctx); err != nil {
+		return fmt.Errorf("after importing %s: %w", strings.Join(h.cfg.images, ", "), err)
+	}
+	return nil
+}
+
+// haveImages reports an error naming the first test image that is missing.
+func haveImages(ctx context.Context) error {
+	for _, ref := range testImages {
+		if _, err := testClient.GetImage(ctx, ref); err != nil {
+			return fmt.Errorf("image %s: %w", ref, err)
+		}
+	}
+	return nil
+}
