@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	containerd "github.com/containerd/containerd/v2/client"
+
+	"code-sandbox-mcp/containers/ociarchive"
+	"code-sandbox-mcp/exec"
+)
+
+const imagesUsage = `usage:
+  images import FILE...   import OCI image archives into containerd; prints each image's name
+  images list             list containerd's images: name, digest, size, unpacked
+  images pack --rootfs ROOTFS.tar --ref REF [--env K=V]... [--workdir DIR] [--user U] [--cmd ARG]... --out OUT.tar
+                          pack a root file system tar into an OCI image archive (needs no containerd)
+`
+
+// imagesCommand runs the images verbs: import and list talk to containerd
+// at address in namespace; pack works offline. Results go to stdout,
+// usage and flag errors to stderr.
+func imagesCommand(ctx context.Context, address, namespace string, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, imagesUsage)
+		return errors.New("images: missing verb; want import, list or pack")
+	}
+	verb, args := args[0], args[1:]
+	var err error
+	switch verb {
+	case "import":
+		err = imagesImport(ctx, address, namespace, args, stdout, stderr)
+	case "list":
+		err = imagesList(ctx, address, namespace, args, stdout, stderr)
+	case "pack":
+		err = imagesPack(args, stderr)
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, imagesUsage)
+		return nil
+	default:
+		fmt.Fprint(stderr, imagesUsage)
+		return fmt.Errorf("images: unknown verb %q; want import, list or pack", verb)
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("images %s: %w", verb, err)
+	}
+	return nil
+}
+
+func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("images "+verb, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, imagesUsage) }
+	return fs
+}
+
+func imagesImport(ctx context.Context, address, namespace string, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("import", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return errors.New("no archive given; name one or more OCI image archives")
+	}
+	c, err := exec.Dial(ctx, address, namespace)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	for _, name := range fs.Args() {
+		if err := importFile(ctx, c, name, stdout); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func importFile(ctx context.Context, c *containerd.Client, name string, stdout io.Writer) error {
+	f, err := os.Open(name)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	refs, err := exec.ImportArchive(ctx, c, f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	for _, ref := range refs {
+		fmt.Fprintln(stdout, ref)
+	}
+	return nil
+}
+
+func imagesList(ctx context.Context, address, namespace string, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("list", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	c, err := exec.Dial(ctx, address, namespace)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	infos, err := exec.ListImages(ctx, c)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE\tUNPACKED")
+	for _, in := range infos {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%t\n", in.Name, in.Digest, humanSize(in.Size), in.Unpacked)
+	}
+	return tw.Flush()
+}
+
+func humanSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, suffix := float64(n)/unit, "KiB"
+	for _, s := range []string{"MiB", "GiB", "TiB"} {
+		if f < unit {
+			break
+		}
+		f, suffix = f/unit, s
+	}
+	return fmt.Sprintf("%.1f %s", f, suffix)
+}
+
+// repeated is a flag that may be given more than once.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, " ") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
+
+func imagesPack(args []string, stderr io.Writer) error {
+	fs := newFlagSet("pack", stderr)
+	var (
+		img      ociarchive.Image
+		env, cmd repeated
+		rootfs   = fs.String("rootfs", "", "root file system, an uncompressed tar `file`")
+		out      = fs.String("out", "", "OCI image archive `file` to write")
+	)
+	fs.StringVar(&img.Ref, "ref", "", "full image reference with a tag, such as localhost/code-sandbox-mcp/python:trixie")
+	fs.StringVar(&img.WorkingDir, "workdir", "", "default working `directory`")
+	fs.StringVar(&img.User, "user", "", "default `user`, such as 65534:65534")
+	fs.Var(&env, "env", "default environment `K=V`; repeat for more")
+	fs.Var(&cmd, "cmd", "default command, one `arg` per flag; repeat for more")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() != 0:
+		fs.Usage()
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	case *rootfs == "" || *out == "" || img.Ref == "":
+		fs.Usage()
+		return errors.New("--rootfs, --ref and --out are required")
+	}
+	for _, kv := range env {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			return fmt.Errorf("--env %q: want KEY=value", kv)
+		}
+	}
+	img.Env, img.Cmd = env, cmd
+
+	in, err := os.Open(*rootfs)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return writeAtomic(*out, func(w io.Writer) error { return ociarchive.Pack(w, in, img) })
+}
+
+// writeAtomic writes name through write, so that name is either the whole
+// of what write wrote or left as it was.
+func writeAtomic(name string, write func(io.Writer) error) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := write(f); err != nil {
+		return err
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), name)
+}
