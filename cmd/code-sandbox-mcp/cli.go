@@ -1,0 +1,324 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// Exit statuses of the binary itself. `run` otherwise exits with the
+// program's own status (128+N when a signal N killed it).
+const (
+	exitOK      = 0
+	exitFailure = 1   // a subcommand failed (doctor found a problem, images failed)
+	exitUsage   = 2   // bad flags or arguments
+	exitSandbox = 125 // the sandbox could not run the program (as `docker run`)
+)
+
+const usage = `code-sandbox-mcp runs code in fresh, hardened containerd containers.
+
+usage:
+  code-sandbox-mcp [GLOBAL FLAGS]                  serve MCP over stdio
+  code-sandbox-mcp [GLOBAL FLAGS] run --language NAME [--timeout D] [--code STRING | FILE | -]
+                                                   run one program; exit with its status
+  code-sandbox-mcp [GLOBAL FLAGS] images import FILE... | list | pack ...
+                                                   manage the sandbox images
+  code-sandbox-mcp [GLOBAL FLAGS] doctor           check this host and run hello world per language
+  code-sandbox-mcp version                         print the version
+  code-sandbox-mcp help                            print this help
+
+global flags (also accepted after the subcommand):
+  --config FILE             TOML configuration (env CODE_SANDBOX_CONFIG); see sandbox.toml.example
+  --address PATH            containerd socket (env CONTAINERD_ADDRESS)
+  --namespace NAME          containerd namespace (env CONTAINERD_NAMESPACE)
+  --pass-through-env A,B    host variables every run gets (only these; unset ones are skipped)
+  --log-level LEVEL         debug, info, warn or error (default info); logs go to stderr
+
+environment:
+  CONTAINER_IMAGE, CONTAINER_LANGUAGE   run CONTAINER_LANGUAGE's code in CONTAINER_IMAGE
+
+precedence: flags > environment > config file > built-in defaults.
+
+run exits with the program's exit status, 128+N if signal N killed it,
+124 if it timed out, 125 if the sandbox could not run it, 2 on usage errors.
+`
+
+// globals are the flags every subcommand accepts.
+type globals struct {
+	configPath string
+	address    string
+	namespace  string
+	passEnv    namesFlag
+	logLevel   string
+}
+
+// register adds the global flags to fs, bound to g.
+func (g *globals) register(fs *flag.FlagSet) {
+	fs.StringVar(&g.configPath, "config", g.configPath, "TOML configuration `file`")
+	fs.StringVar(&g.address, "address", g.address, "containerd socket `path`")
+	fs.StringVar(&g.namespace, "namespace", g.namespace, "containerd `namespace`")
+	fs.Var(&g.passEnv, "pass-through-env", "comma-separated `names` of host variables every run gets")
+	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "log `level`: debug, info, warn, error")
+}
+
+// namesFlag is a comma-separated list of names; it may be given more than
+// once. Set reports whether it was given at all.
+type namesFlag struct {
+	names []string
+	set   bool
+}
+
+func (n *namesFlag) String() string { return strings.Join(n.names, ",") }
+
+func (n *namesFlag) Set(s string) error {
+	n.set = true
+	for _, name := range strings.Split(s, ",") {
+		if name = strings.TrimSpace(name); name != "" {
+			n.names = append(n.names, name)
+		}
+	}
+	return nil
+}
+
+// newGlobalFlagSet returns the flag set of the global flags, which come
+// before the subcommand.
+func newGlobalFlagSet(g *globals, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("code-sandbox-mcp", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	g.register(fs)
+	return fs
+}
+
+// lookupFunc reads an environment variable, as os.LookupEnv does.
+type lookupFunc func(string) (string, bool)
+
+// realMain is the whole program; it returns the exit status.
+func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env lookupFunc) int {
+	var g globals
+	fs := newGlobalFlagSet(&g, stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	args = fs.Args()
+	cmd := ""
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+
+	switch cmd {
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case "version":
+		fmt.Fprintf(stdout, "code-sandbox-mcp %s\n", version)
+		return exitOK
+	}
+
+	// Subcommands accept the global flags after their name too.
+	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	sub.SetOutput(stderr)
+	g.register(sub)
+
+	logger, err := newLogger(stderr, g.logLevel, env)
+	if err != nil {
+		fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
+		return exitUsage
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	switch cmd {
+	case "", "serve":
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "code-sandbox-mcp: unexpected arguments %q\n%s", args, usage)
+			return exitUsage
+		}
+		cfg, err := loadConfig(g, env)
+		if err != nil {
+			logger.Error("configuration", "err", err)
+			return exitUsage
+		}
+		if err := serve(ctx, cfg, env, stdin, stdout, logger); err != nil {
+			logger.Error("server stopped", "err", err)
+			return exitFailure
+		}
+		return exitOK
+	case "run":
+		return runCommand(ctx, g, sub, args, env, stdin, stdout, stderr, logger)
+	case "doctor":
+		if err := sub.Parse(args); err != nil {
+			return exitUsage
+		}
+		cfg, err := loadConfig(g, env)
+		if err != nil {
+			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
+			return exitUsage
+		}
+		if !doctor(ctx, cfg, env, stdout, logger) {
+			return exitFailure
+		}
+		return exitOK
+	case "images":
+		// images parses its own verbs and flags; globals come before it.
+		cfg, err := loadConfig(g, env)
+		if err != nil {
+			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
+			return exitUsage
+		}
+		if err := imagesCommand(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace, args, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "code-sandbox-mcp: unknown command %q\n%s", cmd, usage)
+		return exitUsage
+	}
+}
+
+// newLogger returns a text slog logger on w at the given level.
+func newLogger(w io.Writer, level string, env lookupFunc) (*slog.Logger, error) {
+	if level == "" {
+		level, _ = env("CODE_SANDBOX_LOG_LEVEL")
+	}
+	var l slog.Level
+	if level != "" {
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+		}
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// loadConfig reads the configuration and applies the environment and the
+// flags on top: flags > environment > file > embedded defaults.
+func loadConfig(g globals, env lookupFunc) (*config.Config, error) {
+	path := g.configPath
+	if path == "" {
+		path, _ = env("CODE_SANDBOX_CONFIG")
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+
+	if v, ok := env("CONTAINERD_ADDRESS"); ok && v != "" {
+		cfg.Containerd.Address = v
+	}
+	if v, ok := env("CONTAINERD_NAMESPACE"); ok && v != "" {
+		cfg.Containerd.Namespace = v
+	}
+	image, _ := env("CONTAINER_IMAGE")
+	lang, _ := env("CONTAINER_LANGUAGE")
+	switch {
+	case image == "" && lang != "":
+		return nil, fmt.Errorf("CONTAINER_LANGUAGE=%s is set without CONTAINER_IMAGE; set both (the image to run and the language it runs), or neither", lang)
+	case image != "" && lang == "":
+		return nil, fmt.Errorf("CONTAINER_IMAGE=%s is set without CONTAINER_LANGUAGE; set CONTAINER_LANGUAGE to the language that image runs: %s", image, strings.Join(cfg.Names(), " or "))
+	case image != "":
+		l, ok := cfg.Languages[lang]
+		if !ok || l.Disabled {
+			return nil, fmt.Errorf("CONTAINER_LANGUAGE=%s is not a configured language; want %s", lang, strings.Join(cfg.Names(), " or "))
+		}
+		l.Image = image
+		cfg.Languages[lang] = l
+	}
+
+	if g.address != "" {
+		cfg.Containerd.Address = g.address
+	}
+	if g.namespace != "" {
+		cfg.Containerd.Namespace = g.namespace
+	}
+	if g.passEnv.set {
+		cfg.Sandbox.PassThroughEnv = g.passEnv.names
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("configuration after flags and environment: %w", err)
+	}
+	return cfg, nil
+}
+
+// execConfig translates the configuration for the executor. Only the
+// pass-through variables that are set reach it, as KEY=value.
+func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Config {
+	ec := exec.Config{
+		Address:     cfg.Containerd.Address,
+		Namespace:   cfg.Containerd.Namespace,
+		Snapshotter: cfg.Containerd.Snapshotter,
+		StateDir:    cfg.Sandbox.StateDir,
+		Concurrency: cfg.Sandbox.Concurrency,
+		Languages:   map[string]exec.Language{},
+		Pull:        cfg.Sandbox.Pull == config.PullMissing,
+		Logger:      logger,
+	}
+	if ec.Concurrency == 0 {
+		ec.Concurrency = runtime.NumCPU()
+	}
+	for _, name := range cfg.Sandbox.PassThroughEnv {
+		if v, ok := env(name); ok {
+			ec.PassEnv = append(ec.PassEnv, name+"="+v)
+		}
+	}
+	for _, name := range cfg.Names() {
+		l := cfg.Languages[name]
+		lim := cfg.LimitsFor(name)
+		rt := l.Runtime
+		if rt == "" {
+			rt = cfg.Containerd.Runtime
+		}
+		ec.Languages[name] = exec.Language{
+			Name:    name,
+			Image:   l.Image,
+			Command: append([]string(nil), l.Command...),
+			File:    l.File,
+			Env:     append([]string(nil), l.Env...),
+			Runtime: rt,
+			Limits: exec.Limits{
+				MemoryBytes: int64(lim.Memory),
+				CPUs:        lim.CPUs,
+				Pids:        lim.Pids,
+				TmpBytes:    int64(lim.TmpSize),
+				ShmBytes:    int64(lim.ShmSize),
+				FileBytes:   int64(lim.FileSize),
+				OpenFiles:   lim.OpenFiles,
+				Timeout:     time.Duration(lim.Timeout),
+				MaxTimeout:  time.Duration(lim.MaxTimeout),
+				OutputBytes: int(lim.OutputBytes),
+				CodeBytes:   int(lim.CodeBytes),
+				UID:         lim.UID,
+				GID:         lim.GID,
+			},
+		}
+	}
+	return ec
+}
+
+// passEnvNames lists the pass-through variables that are set, for logs:
+// names only, never values.
+func passEnvNames(cfg *config.Config, env lookupFunc) (set, unset []string) {
+	for _, name := range cfg.Sandbox.PassThroughEnv {
+		if _, ok := env(name); ok {
+			set = append(set, name)
+		} else {
+			unset = append(unset, name)
+		}
+	}
+	return set, unset
+}

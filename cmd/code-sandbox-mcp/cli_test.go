@@ -1,0 +1,178 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"code-sandbox-mcp/config"
+)
+
+// envMap is a lookupFunc over a map.
+func envMap(m map[string]string) lookupFunc {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+func parseGlobals(t *testing.T, args ...string) (globals, []string) {
+	t.Helper()
+	var g globals
+	fs := newGlobalFlagSet(&g, &bytes.Buffer{})
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %q: %v", args, err)
+	}
+	return g, fs.Args()
+}
+
+func TestPassThroughEnvFlagForms(t *testing.T) {
+	for _, args := range [][]string{
+		{"--pass-through-env", "API_KEY,SECRET_TOKEN"},
+		{"--pass-through-env=API_KEY,SECRET_TOKEN"},
+		{"-pass-through-env", "API_KEY, SECRET_TOKEN"},
+		{"--pass-through-env", "API_KEY", "--pass-through-env", "SECRET_TOKEN"},
+	} {
+		g, rest := parseGlobals(t, append(args, "doctor")...)
+		if want := []string{"API_KEY", "SECRET_TOKEN"}; !slices.Equal(g.passEnv.names, want) || !g.passEnv.set {
+			t.Errorf("%q: names %q; want %q", args, g.passEnv.names, want)
+		}
+		if !slices.Equal(rest, []string{"doctor"}) {
+			t.Errorf("%q: rest %q; want [doctor]", args, rest)
+		}
+	}
+}
+
+func TestLoadConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sandbox.toml")
+	if err := os.WriteFile(file, []byte(`
+[containerd]
+address = "/file.sock"
+namespace = "from-file"
+[sandbox]
+pass_through_env = ["FROM_FILE"]
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Defaults only.
+	cfg, err := loadConfig(globals{}, envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Containerd.Address != "/run/containerd/containerd.sock" || cfg.Containerd.Namespace != "code-sandbox" {
+		t.Errorf("defaults: %+v", cfg.Containerd)
+	}
+
+	// File (through the environment) over defaults.
+	cfg, err = loadConfig(globals{}, envMap(map[string]string{"CODE_SANDBOX_CONFIG": file}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Containerd.Address != "/file.sock" || !slices.Equal(cfg.Sandbox.PassThroughEnv, []string{"FROM_FILE"}) {
+		t.Errorf("file: %+v %+v", cfg.Containerd, cfg.Sandbox)
+	}
+
+	// Environment over file.
+	env := envMap(map[string]string{"CODE_SANDBOX_CONFIG": "/nonexistent", "CONTAINERD_ADDRESS": "/env.sock", "CONTAINERD_NAMESPACE": "from-env"})
+	cfg, err = loadConfig(globals{configPath: file}, env)
+	if err != nil {
+		t.Fatalf("--config must win over CODE_SANDBOX_CONFIG: %v", err)
+	}
+	if cfg.Containerd.Address != "/env.sock" || cfg.Containerd.Namespace != "from-env" {
+		t.Errorf("env: %+v", cfg.Containerd)
+	}
+
+	// Flags over environment.
+	g, _ := parseGlobals(t, "--config", file, "--address", "/flag.sock", "--namespace", "from-flag", "--pass-through-env", "A,B")
+	cfg, err = loadConfig(g, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Containerd.Address != "/flag.sock" || cfg.Containerd.Namespace != "from-flag" || !slices.Equal(cfg.Sandbox.PassThroughEnv, []string{"A", "B"}) {
+		t.Errorf("flags: %+v %+v", cfg.Containerd, cfg.Sandbox)
+	}
+}
+
+func TestContainerImageOverride(t *testing.T) {
+	cfg, err := loadConfig(globals{}, envMap(map[string]string{"CONTAINER_IMAGE": "example.test/custom:1", "CONTAINER_LANGUAGE": "python"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Languages["python"].Image; got != "example.test/custom:1" {
+		t.Errorf("python image = %q; want the override", got)
+	}
+	if got, want := cfg.Languages["javascript"].Image, config.Default().Languages["javascript"].Image; got != want {
+		t.Errorf("javascript image = %q; want its own %q", got, want)
+	}
+
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"CONTAINER_LANGUAGE": "python"}, "without CONTAINER_IMAGE"},
+		{map[string]string{"CONTAINER_IMAGE": "x"}, "without CONTAINER_LANGUAGE"},
+		{map[string]string{"CONTAINER_IMAGE": "x", "CONTAINER_LANGUAGE": "cobol"}, "not a configured language"},
+	} {
+		_, err := loadConfig(globals{}, envMap(tc.env))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("env %v: error %v; want one saying %q", tc.env, err, tc.want)
+		}
+	}
+}
+
+func TestExecConfig(t *testing.T) {
+	g, _ := parseGlobals(t, "--pass-through-env", "SET,UNSET,EMPTY")
+	cfg, err := loadConfig(g, envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec := execConfig(cfg, envMap(map[string]string{"SET": "v=1", "EMPTY": "", "OTHER": "no"}), nil)
+	if want := []string{"SET=v=1", "EMPTY="}; !slices.Equal(ec.PassEnv, want) {
+		t.Errorf("PassEnv = %q; want %q (only listed variables that are set)", ec.PassEnv, want)
+	}
+	if ec.Concurrency != runtime.NumCPU() {
+		t.Errorf("Concurrency = %d; want NumCPU %d for 0", ec.Concurrency, runtime.NumCPU())
+	}
+	if !ec.Pull {
+		t.Error("Pull = false; want true for pull = \"missing\"")
+	}
+	py := ec.Languages["python"]
+	if py.Name != "python" || py.File != "main.py" || py.Command[0] != "python3" || py.Limits.MemoryBytes != 512<<20 ||
+		py.Limits.Timeout != 30*time.Second || py.Limits.MaxTimeout != 120*time.Second || py.Limits.OutputBytes != 64<<10 ||
+		py.Limits.CodeBytes != 1<<20 || py.Limits.UID != 65534 || py.Limits.OpenFiles != 1024 || py.Limits.TmpBytes != 64<<20 {
+		t.Errorf("python = %+v", py)
+	}
+	if len(ec.Languages) != 2 {
+		t.Errorf("languages %v; want python and javascript", ec.Languages)
+	}
+}
+
+func TestRealMainUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		code       int
+		stdout     string
+		stderrPart string
+	}{
+		{[]string{"version"}, exitOK, "code-sandbox-mcp dev\n", ""},
+		{[]string{"help"}, exitOK, usage, ""},
+		{[]string{"frobnicate"}, exitUsage, "", "unknown command"},
+		{[]string{"--no-such-flag"}, exitUsage, "", "no-such-flag"},
+		{[]string{"run"}, exitUsage, "", "--language is required"},
+		{[]string{"run", "--language", "cobol", "--code", "x"}, exitUsage, "", "unknown language"},
+		{[]string{"run", "--language", "python"}, exitUsage, "", "give the program"},
+		{[]string{"serve", "extra"}, exitUsage, "", "unexpected arguments"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, envMap(nil))
+		if code != tc.code || stdout.String() != tc.stdout || !strings.Contains(stderr.String(), tc.stderrPart) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderrPart)
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// checker prints one line per check, OK or FAIL, with a fix for failures,
+// and remembers whether any failed.
+type checker struct {
+	w      io.Writer
+	failed bool
+}
+
+func (c *checker) ok(what, detail string) {
+	fmt.Fprintf(c.w, "OK    %s: %s\n", what, detail)
+}
+
+func (c *checker) fail(what, detail, fix string) {
+	c.failed = true
+	fmt.Fprintf(c.w, "FAIL  %s: %s\n", what, detail)
+	if fix != "" {
+		fmt.Fprintf(c.w, "      fix: %s\n", fix)
+	}
+}
+
+func (c *checker) skip(what, why string) {
+	fmt.Fprintf(c.w, "SKIP  %s: %s\n", what, why)
+}
+
+// doctor checks this host and configuration, and runs hello world in each
+// language. It reports whether every check passed.
+func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer, logger *slog.Logger) bool {
+	c := &checker{w: w}
+	addr, ns := cfg.Containerd.Address, cfg.Containerd.Namespace
+
+	checkRuntime(c, cfg)
+	checkCgroups(c)
+	checkSeccomp(c)
+
+	client, err := exec.Dial(ctx, addr, ns)
+	if err != nil {
+		c.fail("containerd socket", err.Error(), "")
+		c.skip("images and hello world", "containerd is not reachable")
+		return !c.failed
+	}
+	defer client.Close()
+	c.ok("containerd socket", addr+" reachable")
+	if v, err := client.Version(ctx); err != nil {
+		c.fail("containerd version", err.Error(), "see containerd's log")
+	} else {
+		c.ok("containerd version", v.Version+" (revision "+v.Revision+")")
+	}
+
+	present := map[string]bool{}
+	for _, name := range cfg.Names() {
+		l := cfg.Languages[name]
+		what := "image " + name
+		img, err := client.GetImage(ctx, l.Image)
+		if err != nil {
+			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, ns, err),
+				fmt.Sprintf("`make setup` builds and imports the default images; or `code-sandbox-mcp --namespace %s images import FILE`", ns))
+			continue
+		}
+		present[name] = true
+		unpacked, err := img.IsUnpacked(ctx, cfg.Containerd.Snapshotter)
+		switch {
+		case err != nil:
+			c.fail(what, fmt.Sprintf("%s: checking its unpacked snapshot: %v", l.Image, err), "check the snapshotter in [containerd] snapshotter and containerd's log")
+		case !unpacked:
+			c.ok(what, l.Image+" present, not unpacked yet (the server unpacks it at start)")
+		default:
+			c.ok(what, l.Image+" present and unpacked")
+		}
+	}
+
+	if len(present) == 0 {
+		c.skip("hello world", "no image is present")
+		return !c.failed
+	}
+	ex, err := exec.New(ctx, execConfig(cfg, env, logger))
+	if err != nil {
+		c.fail("executor", err.Error(), "")
+		return !c.failed
+	}
+	defer ex.Close()
+	if err := ex.Prepare(ctx); err != nil {
+		logger.Debug("prepare", "err", err)
+	}
+	for _, name := range cfg.Names() {
+		what := "hello world " + name
+		if !present[name] {
+			c.skip(what, "its image is missing")
+			continue
+		}
+		code, want := helloWorld(cfg.Languages[name].Command)
+		if code == "" {
+			c.skip(what, "no hello world known for command "+cfg.Languages[name].Command[0])
+			continue
+		}
+		start := time.Now()
+		res, err := ex.Run(ctx, exec.Request{Language: name, Code: code})
+		took := time.Since(start).Round(time.Millisecond)
+		switch {
+		case err != nil:
+			c.fail(what, err.Error(), "see the log above (--log-level debug) and containerd's log")
+		case res.Failed() || strings.TrimSpace(string(res.Stdout)) != want:
+			c.fail(what, fmt.Sprintf("stdout %q, stderr %q, %s", res.Stdout, res.Stderr, statusLine(res, cfg.LimitsFor(name))),
+				"check that the image has "+cfg.Languages[name].Command[0]+" and that runs work (`code-sandbox-mcp run --language "+name+" -`)")
+		default:
+			c.ok(what, fmt.Sprintf("%s in %s (run %s)", want, took, res.Duration.Round(time.Millisecond)))
+		}
+	}
+	return !c.failed
+}
+
+// helloWorld returns a program printing a known line for the interpreters
+// it knows, and that line.
+func helloWorld(command []string) (code, want string) {
+	const hello = "hello from the sandbox"
+	switch base := filepath.Base(command[0]); {
+	case strings.HasPrefix(base, "python"):
+		return "print('" + hello + "')\n", hello
+	case base == "node" || base == "nodejs" || base == "deno" || base == "bun":
+		return "console.log('" + hello + "')\n", hello
+	case base == "bash" || base == "sh" || base == "dash" || base == "zsh":
+		return "echo '" + hello + "'\n", hello
+	case base == "ruby" || base == "perl":
+		return "print \"" + hello + "\\n\"\n", hello
+	}
+	return "", ""
+}
+
+// checkRuntime checks that the OCI runtime and containerd's shim are on
+// PATH. Only runc's shim (the default) is checked.
+func checkRuntime(c *checker, cfg *config.Config) {
+	if rt := cfg.Containerd.Runtime; rt != "" && rt != "io.containerd.runc.v2" {
+		c.skip("runtime", "runtime "+rt+" is configured; only runc is checked")
+		return
+	}
+	path, err := osexec.LookPath("runc")
+	if err != nil {
+		c.fail("runtime", "runc is not on PATH", "install runc (`apt-get install runc`, or `make setup`)")
+	} else {
+		out, err := osexec.Command(path, "--version").Output()
+		first, _, _ := strings.Cut(string(out), "\n")
+		if err != nil {
+			c.fail("runtime", fmt.Sprintf("%s --version: %v", path, err), "reinstall runc")
+		} else {
+			c.ok("runtime", path+": "+first)
+		}
+	}
+	if path, err := osexec.LookPath("containerd-shim-runc-v2"); err != nil {
+		c.fail("shim", "containerd-shim-runc-v2 is not on PATH", "install containerd (it ships the shim), or put the shim next to containerd")
+	} else {
+		c.ok("shim", path)
+	}
+}
+
+// checkCgroups reports the cgroup version and whether the controllers the
+// limits need (memory, cpu, pids) are there.
+func checkCgroups(c *checker) {
+	need := []string{"memory", "cpu", "pids"}
+	if data, err := os.ReadFile("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		have := map[string]bool{}
+		for _, f := range strings.Fields(string(data)) {
+			have[f] = true
+		}
+		var missing []string
+		for _, n := range need {
+			if !have[n] {
+				missing = append(missing, n)
+			}
+		}
+		if len(missing) > 0 {
+			c.fail("cgroups", fmt.Sprintf("v2, controllers %q; missing %s", strings.TrimSpace(string(data)), strings.Join(missing, ", ")),
+				"enable the controllers (kernel command line, or the parent cgroup's cgroup.subtree_control)")
+			return
+		}
+		c.ok("cgroups", "v2, controllers "+strings.TrimSpace(string(data)))
+		return
+	}
+	var missing []string
+	for _, n := range need {
+		if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", n)); err != nil {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		c.fail("cgroups", "v1 (or none), missing controller hierarchies: "+strings.Join(missing, ", "),
+			"mount the cgroup controllers (systemd does this on a normal boot)")
+		return
+	}
+	swap := ""
+	if _, err := os.Stat("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"); err != nil {
+		swap = "; no swap accounting (add swapaccount=1 to the kernel command line to cap swap)"
+	}
+	c.ok("cgroups", "v1, controllers memory, cpu, pids"+swap)
+}
+
+// checkSeccomp reports whether the kernel supports seccomp filters.
+func checkSeccomp(c *checker) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		c.fail("seccomp", err.Error(), "")
+		return
+	}
+	s := bufio.NewScanner(bytes.NewReader(data))
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "Seccomp:"); ok {
+			c.ok("seccomp", "supported by the kernel (this process's mode "+strings.TrimSpace(v)+")")
+			return
+		}
+	}
+	c.fail("seccomp", "the kernel does not report seccomp in /proc/self/status", "use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER")
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"code-sandbox-mcp/exec"
+)
+
+// runCommand is `run`: one program, its stdout to stdout and its stderr to
+// stderr, a summary of anything unusual on stderr, and its exit status as
+// ours (see usage for the statuses of our own).
+func runCommand(ctx context.Context, g globals, fs *flag.FlagSet, args []string, env lookupFunc, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+	var (
+		lang    string
+		code    string
+		timeout time.Duration
+	)
+	codeSet := false
+	fs.StringVar(&lang, "language", "", "the language: python, javascript or another configured one")
+	fs.Func("code", "the program's `source` (instead of FILE or -)", func(s string) error {
+		code, codeSet = s, true
+		return nil
+	})
+	fs.DurationVar(&timeout, "timeout", 0, "wall-clock limit, such as 10s (default: the language's)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: code-sandbox-mcp run --language NAME [--timeout D] [--code STRING | FILE | -]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	cfg, err := loadConfig(g, env)
+	if err != nil {
+		fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
+		return exitUsage
+	}
+	if lang == "" {
+		fmt.Fprintf(stderr, "code-sandbox-mcp run: --language is required: %s\n", strings.Join(cfg.Names(), ", "))
+		return exitUsage
+	}
+	if l, ok := cfg.Languages[lang]; !ok || l.Disabled {
+		fmt.Fprintf(stderr, "code-sandbox-mcp run: unknown language %q; want one of %s\n", lang, strings.Join(cfg.Names(), ", "))
+		return exitUsage
+	}
+	rest := fs.Args()
+	switch {
+	case codeSet && len(rest) > 0:
+		fmt.Fprintln(stderr, "code-sandbox-mcp run: give the program with --code or as FILE (or - for stdin), not both")
+		return exitUsage
+	case codeSet:
+	case len(rest) == 1:
+		var data []byte
+		if rest[0] == "-" {
+			data, err = io.ReadAll(stdin)
+		} else {
+			data, err = os.ReadFile(rest[0])
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+			return exitUsage
+		}
+		code = string(data)
+	default:
+		fmt.Fprintln(stderr, "code-sandbox-mcp run: give the program with --code STRING, as FILE, or - to read stdin")
+		return exitUsage
+	}
+
+	ex, err := exec.New(ctx, execConfig(cfg, env, logger))
+	if err != nil {
+		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		return exitSandbox
+	}
+	defer ex.Close()
+	if err := ex.Prepare(ctx); err != nil {
+		logger.Warn("preparing the sandboxes", "err", err)
+	}
+	res, err := ex.Run(ctx, exec.Request{Language: lang, Code: code, Timeout: timeout})
+	if err != nil {
+		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		return exitSandbox
+	}
+	stdout.Write(res.Stdout)
+	stderr.Write(res.Stderr)
+	if len(res.Stderr) > 0 && res.Stderr[len(res.Stderr)-1] != '\n' && (res.Failed() || res.StdoutDropped > 0 || res.StderrDropped > 0) {
+		fmt.Fprintln(stderr)
+	}
+	lim := cfg.LimitsFor(lang)
+	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.StdoutDropped > 0 || res.StderrDropped > 0 {
+		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", statusLine(res, lim))
+	}
+	return exitStatus(res)
+}
+
+// exitStatus maps a run's ending to an exit status, as a shell would: the
+// program's own status, 128+N for signal N, 124 for a timeout (as timeout(1)).
+func exitStatus(r *exec.Result) int {
+	switch {
+	case r.TimedOut:
+		return 124
+	case r.Signal != "":
+		if s, ok := signals[r.Signal]; ok {
+			return 128 + int(s)
+		}
+		return 128 + int(syscall.SIGKILL)
+	case r.ExitCode < 0 || r.ExitCode > 255:
+		return exitFailure
+	}
+	return r.ExitCode
+}
+
+// signals maps the names of the signals a program is commonly killed by to
+// their numbers.
+var signals = map[string]syscall.Signal{
+	"SIGHUP": syscall.SIGHUP, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT,
+	"SIGILL": syscall.SIGILL, "SIGTRAP": syscall.SIGTRAP, "SIGABRT": syscall.SIGABRT,
+	"SIGBUS": syscall.SIGBUS, "SIGFPE": syscall.SIGFPE, "SIGKILL": syscall.SIGKILL,
+	"SIGUSR1": syscall.SIGUSR1, "SIGSEGV": syscall.SIGSEGV, "SIGUSR2": syscall.SIGUSR2,
+	"SIGPIPE": syscall.SIGPIPE, "SIGALRM": syscall.SIGALRM, "SIGTERM": syscall.SIGTERM,
+	"SIGXCPU": syscall.SIGXCPU, "SIGXFSZ": syscall.SIGXFSZ, "SIGSYS": syscall.SIGSYS,
+}

@@ -1,0 +1,312 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/containerd/errdefs"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// runFunc runs one program; it is (*exec.Executor).Run, or a stand-in that
+// reports why there is no executor.
+type runFunc func(ctx context.Context, req exec.Request) (*exec.Result, error)
+
+// runOutput is a tool result's structuredContent; outputSchema declares it.
+type runOutput struct {
+	Stdout               string  `json:"stdout"`
+	Stderr               string  `json:"stderr"`
+	ExitCode             int     `json:"exit_code"`
+	Signal               string  `json:"signal"`
+	TimedOut             bool    `json:"timed_out"`
+	OOMKilled            bool    `json:"oom_killed"`
+	StdoutTruncatedBytes int64   `json:"stdout_truncated_bytes"`
+	StderrTruncatedBytes int64   `json:"stderr_truncated_bytes"`
+	DurationMs           int64   `json:"duration_ms"`
+	TimeoutSeconds       float64 `json:"timeout_seconds"`
+	Language             string  `json:"language"`
+	Image                string  `json:"image"`
+}
+
+// outputSchema is the JSON Schema of runOutput.
+const outputSchema = `{
+  "type": "object",
+  "properties": {
+    "stdout": {"type": "string", "description": "The program's standard output (head and tail kept if it was too long)."},
+    "stderr": {"type": "string", "description": "The program's standard error (head and tail kept if it was too long)."},
+    "exit_code": {"type": "integer", "description": "The program's exit status; -1 if a signal killed it."},
+    "signal": {"type": "string", "description": "The signal that killed the program, such as SIGKILL; empty if none."},
+    "timed_out": {"type": "boolean", "description": "The run hit its time limit and was killed."},
+    "oom_killed": {"type": "boolean", "description": "The run hit its memory limit and was killed."},
+    "stdout_truncated_bytes": {"type": "integer", "minimum": 0, "description": "Bytes dropped from the middle of stdout."},
+    "stderr_truncated_bytes": {"type": "integer", "minimum": 0, "description": "Bytes dropped from the middle of stderr."},
+    "duration_ms": {"type": "integer", "minimum": 0, "description": "Wall-clock time of the run."},
+    "timeout_seconds": {"type": "number", "description": "The time limit the run had."},
+    "language": {"type": "string"},
+    "image": {"type": "string", "description": "The container image the program ran in."}
+  },
+  "required": ["stdout", "stderr", "exit_code", "signal", "timed_out", "oom_killed", "stdout_truncated_bytes", "stderr_truncated_bytes", "duration_ms", "timeout_seconds", "language", "image"],
+  "additionalProperties": false
+}`
+
+// newTool describes one language's tool: the configured description with
+// the limits appended, so that what the model reads follows the config.
+func newTool(cfg *config.Config, name string) mcp.Tool {
+	l := cfg.Languages[name]
+	lim := cfg.LimitsFor(name)
+	maxSec := int(time.Duration(lim.MaxTimeout) / time.Second)
+	return mcp.NewTool(l.Tool,
+		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim)),
+		mcp.WithString("code",
+			mcp.Required(),
+			mcp.MinLength(1),
+			mcp.Description(fmt.Sprintf("The complete %s program to run, as source text (at most %s).", name, lim.CodeBytes)),
+		),
+		mcp.WithInteger("timeout_seconds",
+			mcp.Min(1),
+			mcp.Max(maxSec),
+			mcp.Description(fmt.Sprintf("Wall-clock limit in seconds; default %d, at most %d.", int(time.Duration(lim.Timeout)/time.Second), maxSec)),
+		),
+		mcp.WithSchemaAdditionalProperties(false),
+		mcp.WithRawOutputSchema(json.RawMessage(outputSchema)),
+		mcp.WithTitleAnnotation("Run "+name+" code in a sandbox"),
+		mcp.WithReadOnlyHintAnnotation(true),
+		mcp.WithDestructiveHintAnnotation(false),
+		mcp.WithIdempotentHintAnnotation(false),
+		mcp.WithOpenWorldHintAnnotation(false),
+	)
+}
+
+// limitsSentence tells a model what every run of a language gets.
+func limitsSentence(l config.Limits) string {
+	cpus := strconv.FormatFloat(l.CPUs, 'f', -1, 64) + " CPU"
+	if l.CPUs != 1 {
+		cpus += "s"
+	}
+	return fmt.Sprintf("Each call runs in a brand-new, isolated container that is deleted afterwards: no network, no files from the host or from earlier calls, "+
+		"a read-only file system except /tmp (%s, also HOME). Limits: %s memory, %s, %d processes, %s per run by default (timeout_seconds up to %d). "+
+		"stdout and stderr are each cut to their first and last %s past %s.",
+		l.TmpSize, l.Memory, cpus, l.Pids, l.Timeout, int(time.Duration(l.MaxTimeout)/time.Second),
+		config.Size(l.OutputBytes/2), l.OutputBytes)
+}
+
+// toolArgs are a call's validated arguments.
+type toolArgs struct {
+	code    string
+	timeout time.Duration
+}
+
+// parseArgs validates a call's arguments, with messages a model can act
+// on. raw is what the client sent: JSON, or an already decoded map.
+func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
+	var data []byte
+	switch v := raw.(type) {
+	case nil:
+		return toolArgs{}, errors.New(`missing arguments: send {"code": "<the program>"}`)
+	case json.RawMessage:
+		data = v
+	default:
+		var err error
+		if data, err = json.Marshal(v); err != nil {
+			return toolArgs{}, fmt.Errorf("arguments: %v", err)
+		}
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil || m == nil {
+		return toolArgs{}, errors.New(`arguments must be a JSON object: {"code": "<the program>"}, optionally with "timeout_seconds"`)
+	}
+	for k := range m {
+		if k != "code" && k != "timeout_seconds" {
+			return toolArgs{}, fmt.Errorf("unknown argument %q: this tool takes \"code\" (string) and optionally \"timeout_seconds\" (integer)", k)
+		}
+	}
+	var a toolArgs
+	rc, ok := m["code"]
+	if !ok {
+		return a, fmt.Errorf(`missing argument "code": the %s program to run, as a string`, lang)
+	}
+	if err := json.Unmarshal(rc, &a.code); err != nil || bytes.Equal(bytes.TrimSpace(rc), []byte("null")) {
+		return a, fmt.Errorf(`argument "code" must be a string holding the %s program, not %s`, lang, jsonKind(rc))
+	}
+	if strings.TrimSpace(a.code) == "" {
+		return a, errors.New(`argument "code" is empty: send the program's source`)
+	}
+	if n := len(a.code); n > int(lim.CodeBytes) {
+		return a, fmt.Errorf(`argument "code" is %d bytes; the limit is %s (%d bytes): send a shorter program`, n, lim.CodeBytes, int64(lim.CodeBytes))
+	}
+	maxSec := time.Duration(lim.MaxTimeout) / time.Second
+	if rt, ok := m["timeout_seconds"]; ok && !bytes.Equal(bytes.TrimSpace(rt), []byte("null")) {
+		var f float64
+		if err := json.Unmarshal(rt, &f); err != nil {
+			return a, fmt.Errorf(`argument "timeout_seconds" must be a whole number of seconds from 1 to %d, not %s`, maxSec, jsonKind(rt))
+		}
+		if f != math.Trunc(f) || f < 1 || f > float64(maxSec) {
+			return a, fmt.Errorf(`argument "timeout_seconds" is %v; want a whole number of seconds from 1 to %d`, f, maxSec)
+		}
+		a.timeout = time.Duration(f) * time.Second
+	}
+	return a, nil
+}
+
+// jsonKind names the JSON type of a value, for error messages.
+func jsonKind(raw json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "invalid JSON"
+	}
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	default:
+		return "an object"
+	}
+}
+
+// toolHandler adapts one language's tool to the executor: validate the
+// arguments, run, build the result. Every failure is a result with isError
+// set, never a Go error, so the model reads it.
+func toolHandler(lang string, lim config.Limits, run runFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		a, err := parseArgs(req.GetRawArguments(), lang, lim)
+		if err != nil {
+			return mcp.NewToolResultError(err.Error() + ". Nothing was run."), nil
+		}
+		res, err := run(ctx, exec.Request{Language: lang, Code: a.code, Timeout: a.timeout})
+		if err != nil {
+			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err)), nil
+		}
+		return toolResult(res, lim), nil
+	}
+}
+
+// sandboxErrorText explains why the sandbox could not run a program.
+func sandboxErrorText(ctx context.Context, lang string, err error) string {
+	switch {
+	case ctx.Err() != nil:
+		return "The run was cancelled before it finished; its sandbox was removed."
+	case errdefs.IsInvalidArgument(err):
+		return fmt.Sprintf("Invalid request: %v. Nothing was run.", err)
+	case errdefs.IsNotFound(err):
+		return fmt.Sprintf("The %s sandbox image is missing, so nothing was run: %v. This is a set-up problem of the server, not of your code: ask the user to import the image.", lang, err)
+	case errdefs.IsUnavailable(err), errdefs.IsPermissionDenied(err):
+		return fmt.Sprintf("The sandbox is not available, so nothing was run: %v. This is a set-up problem of the server, not of your code; retrying will not help until it is fixed (`code-sandbox-mcp doctor` diagnoses it).", err)
+	default:
+		return fmt.Sprintf("The sandbox failed to run the program: %v. This is not a problem of your code; retrying may help.", err)
+	}
+}
+
+// toolResult builds a finished run's result: text a model reads well, and
+// the same facts as structuredContent.
+func toolResult(r *exec.Result, lim config.Limits) *mcp.CallToolResult {
+	out := runOutput{
+		Stdout:               strings.ToValidUTF8(string(r.Stdout), "\uFFFD"),
+		Stderr:               strings.ToValidUTF8(string(r.Stderr), "\uFFFD"),
+		ExitCode:             r.ExitCode,
+		Signal:               r.Signal,
+		TimedOut:             r.TimedOut,
+		OOMKilled:            r.OOMKilled,
+		StdoutTruncatedBytes: r.StdoutDropped,
+		StderrTruncatedBytes: r.StderrDropped,
+		DurationMs:           r.Duration.Milliseconds(),
+		TimeoutSeconds:       r.Timeout.Seconds(),
+		Language:             r.Language,
+		Image:                r.Image,
+	}
+	res := mcp.NewToolResultStructured(out, resultText(r, lim))
+	res.IsError = r.Failed()
+	return res
+}
+
+// resultText is what the model reads: on a clean run with nothing on
+// stderr exactly the program's stdout; otherwise stdout, then stderr
+// under a label, then one status line.
+func resultText(r *exec.Result, lim config.Limits) string {
+	stdout := withMarker(r.Stdout, r.StdoutDropped, int(lim.OutputBytes)/2)
+	stderr := withMarker(r.Stderr, r.StderrDropped, int(lim.OutputBytes)/2)
+	clean := !r.Failed() && len(r.Stderr) == 0 && r.StdoutDropped == 0
+	if clean {
+		if len(r.Stdout) == 0 {
+			return "(The program finished without output. Print the results you need to stdout.)"
+		}
+		return stdout
+	}
+	var b strings.Builder
+	b.WriteString(stdout)
+	if len(r.Stderr) > 0 {
+		if b.Len() > 0 && !strings.HasSuffix(stdout, "\n") {
+			b.WriteByte('\n')
+		}
+		b.WriteString("--- stderr ---\n")
+		b.WriteString(stderr)
+	}
+	if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
+		b.WriteByte('\n')
+	}
+	b.WriteString("--- " + statusLine(r, lim) + " ---")
+	return b.String()
+}
+
+// statusLine sums up how a run ended, in one line.
+func statusLine(r *exec.Result, lim config.Limits) string {
+	var parts []string
+	switch {
+	case r.TimedOut:
+		parts = append(parts, fmt.Sprintf("timed out after %s and was killed", r.Timeout.Round(time.Millisecond)))
+	case r.OOMKilled:
+		parts = append(parts, fmt.Sprintf("killed: out of memory (limit %s)", lim.Memory))
+	case r.Signal != "":
+		parts = append(parts, "killed by "+r.Signal)
+	default:
+		parts = append(parts, fmt.Sprintf("exit code %d", r.ExitCode))
+	}
+	if r.OOMKilled && r.TimedOut {
+		parts = append(parts, fmt.Sprintf("out of memory (limit %s)", lim.Memory))
+	}
+	if r.StdoutDropped > 0 {
+		parts = append(parts, fmt.Sprintf("stdout truncated: %d bytes dropped from the middle", r.StdoutDropped))
+	}
+	if r.StderrDropped > 0 {
+		parts = append(parts, fmt.Sprintf("stderr truncated: %d bytes dropped from the middle", r.StderrDropped))
+	}
+	parts = append(parts, fmt.Sprintf("%.2fs", r.Duration.Seconds()))
+	return strings.Join(parts, "; ")
+}
+
+// withMarker returns the kept output as text, with a line saying how much
+// was dropped where the executor cut it: after the head of half the cap.
+func withMarker(kept []byte, dropped int64, head int) string {
+	if dropped == 0 || head <= 0 || head > len(kept) {
+		return strings.ToValidUTF8(string(kept), "\uFFFD")
+	}
+	h, t := kept[:head], kept[head:]
+	// Do not split a UTF-8 sequence at the cut: move it to a rune start.
+	for len(t) > 0 && !utf8.RuneStart(t[0]) {
+		t = t[1:]
+	}
+	s := strings.ToValidUTF8(string(h), "\uFFFD")
+	if !strings.HasSuffix(s, "\n") {
+		s += "\n"
+	}
+	s += fmt.Sprintf("[... %d bytes dropped ...]\n", dropped)
+	return s + strings.ToValidUTF8(string(t), "\uFFFD")
+}

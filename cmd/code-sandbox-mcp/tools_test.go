@@ -1,0 +1,328 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/containerd/errdefs"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// call sends one JSON-RPC message to a server built on run and returns
+// the response, decoded.
+func call(t *testing.T, cfg *config.Config, run runFunc, method string, params any) map[string]any {
+	t.Helper()
+	s := newServer(cfg, run)
+	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := s.HandleMessage(context.Background(), msg)
+	data, err := json.Marshal(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func noRun(t *testing.T) runFunc {
+	return func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		t.Errorf("Run called with %+v; want nothing started", req)
+		return nil, errors.New("not expected")
+	}
+}
+
+// TestToolsListGolden snapshots tools/list so that a change of a tool's
+// name, description or schema is deliberate: go test -run Golden -update.
+func TestToolsListGolden(t *testing.T) {
+	resp := call(t, config.Default(), noRun(t), "tools/list", map[string]any{})
+	got, err := json.MarshalIndent(resp["result"], "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = append(got, '\n')
+	golden := filepath.Join("testdata", "tools_list.golden.json")
+	if *update {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test -run Golden -update to create it)", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("tools/list changed; if on purpose, run go test ./cmd/code-sandbox-mcp -run Golden -update\ngot:\n%s", got)
+	}
+
+	// Every schema is an object, every array has items.
+	var tools struct {
+		Tools []mcp.Tool `json:"tools"`
+	}
+	if err := json.Unmarshal(got, &tools); err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 2 {
+		t.Fatalf("%d tools; want 2", len(tools.Tools))
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["type"] == "array" && v["items"] == nil {
+				t.Errorf("%s: array without items", path)
+			}
+			for k, e := range v {
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("tools", resp["result"])
+}
+
+func TestParseArgs(t *testing.T) {
+	lim := config.Default().LimitsFor("python")
+	for _, tc := range []struct {
+		name    string
+		raw     any
+		want    toolArgs
+		wantErr string
+	}{
+		{"code", json.RawMessage(`{"code":"print(1)"}`), toolArgs{code: "print(1)"}, ""},
+		{"map", map[string]any{"code": "print(1)", "timeout_seconds": 5.0}, toolArgs{code: "print(1)", timeout: 5 * time.Second}, ""},
+		{"timeout", json.RawMessage(`{"code":"x","timeout_seconds":120}`), toolArgs{code: "x", timeout: 120 * time.Second}, ""},
+		{"null timeout", json.RawMessage(`{"code":"x","timeout_seconds":null}`), toolArgs{code: "x"}, ""},
+		{"missing", nil, toolArgs{}, "missing arguments"},
+		{"not an object", json.RawMessage(`["print(1)"]`), toolArgs{}, "must be a JSON object"},
+		{"no code", json.RawMessage(`{}`), toolArgs{}, `missing argument "code"`},
+		{"number code", json.RawMessage(`{"code":5}`), toolArgs{}, "must be a string holding the python program, not a number"},
+		{"null code", json.RawMessage(`{"code":null}`), toolArgs{}, "not null"},
+		{"empty code", json.RawMessage(`{"code":""}`), toolArgs{}, "is empty"},
+		{"blank code", json.RawMessage(`{"code":"  \n"}`), toolArgs{}, "is empty"},
+		{"big code", map[string]any{"code": strings.Repeat("#", 1<<20+1)}, toolArgs{}, "the limit is 1MiB"},
+		{"unknown arg", json.RawMessage(`{"code":"x","language":"python"}`), toolArgs{}, `unknown argument "language"`},
+		{"string timeout", json.RawMessage(`{"code":"x","timeout_seconds":"5"}`), toolArgs{}, "not a string"},
+		{"fractional timeout", json.RawMessage(`{"code":"x","timeout_seconds":1.5}`), toolArgs{}, "whole number"},
+		{"zero timeout", json.RawMessage(`{"code":"x","timeout_seconds":0}`), toolArgs{}, "from 1 to 120"},
+		{"timeout over max", json.RawMessage(`{"code":"x","timeout_seconds":121}`), toolArgs{}, "from 1 to 120"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseArgs(tc.raw, "python", lim)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("error %v; want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// textOf returns a tool result's first text content and isError.
+func textOf(t *testing.T, resp map[string]any) (string, bool, map[string]any) {
+	t.Helper()
+	res, ok := resp["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("no result: %v", resp)
+	}
+	content := res["content"].([]any)
+	text := content[0].(map[string]any)["text"].(string)
+	isErr, _ := res["isError"].(bool)
+	sc, _ := res["structuredContent"].(map[string]any)
+	return text, isErr, sc
+}
+
+func TestToolCallThroughServer(t *testing.T) {
+	cfg := config.Default()
+	var got exec.Request
+	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		got = req
+		return &exec.Result{Language: req.Language, Image: cfg.Languages[req.Language].Image, Stdout: []byte("42\n"),
+			Timeout: 30 * time.Second, Duration: 1500 * time.Millisecond}, nil
+	}
+	resp := call(t, cfg, run, "tools/call", map[string]any{"name": "run_js_code", "arguments": map[string]any{"code": "console.log(42)", "timeout_seconds": 7}})
+	text, isErr, sc := textOf(t, resp)
+	if text != "42\n" || isErr {
+		t.Errorf("text %q, isError %v; want exactly stdout and no error", text, isErr)
+	}
+	if got.Language != "javascript" || got.Code != "console.log(42)" || got.Timeout != 7*time.Second {
+		t.Errorf("Run got %+v", got)
+	}
+	want := map[string]any{"stdout": "42\n", "stderr": "", "exit_code": 0.0, "signal": "", "timed_out": false, "oom_killed": false,
+		"stdout_truncated_bytes": 0.0, "stderr_truncated_bytes": 0.0, "duration_ms": 1500.0, "timeout_seconds": 30.0,
+		"language": "javascript", "image": "localhost/code-sandbox-mcp/nodejs:trixie"}
+	if fmt.Sprint(sc) != fmt.Sprint(want) {
+		t.Errorf("structuredContent %v; want %v", sc, want)
+	}
+
+	// Bad arguments: an error result, nothing run, not a JSON-RPC error.
+	for _, args := range []any{map[string]any{"code": 1}, map[string]any{"code": "x", "extra": true}, map[string]any{"code": ""}, "just a string"} {
+		resp := call(t, cfg, noRun(t), "tools/call", map[string]any{"name": "run_python_code", "arguments": args})
+		if resp["error"] != nil {
+			t.Errorf("%v: JSON-RPC error %v; want an error result", args, resp["error"])
+			continue
+		}
+		if text, isErr, _ := textOf(t, resp); !isErr || !strings.Contains(text, "Nothing was run") {
+			t.Errorf("%v: %q, isError %v; want an error result", args, text, isErr)
+		}
+	}
+
+	// Sandbox errors: an error result that says what to do.
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("image x is not in containerd namespace %q: %w; import it with `code-sandbox-mcp images import FILE`", "code-sandbox", errdefs.ErrNotFound), "images import"},
+		{fmt.Errorf("socket missing: %w", errdefs.ErrUnavailable), "doctor"},
+		{fmt.Errorf("bad: %w", errdefs.ErrInvalidArgument), "Invalid request"},
+		{errors.New("shim died"), "retrying may help"},
+	} {
+		run := func(context.Context, exec.Request) (*exec.Result, error) { return nil, tc.err }
+		resp := call(t, cfg, run, "tools/call", map[string]any{"name": "run_python_code", "arguments": map[string]any{"code": "x"}})
+		if text, isErr, _ := textOf(t, resp); !isErr || !strings.Contains(text, tc.want) {
+			t.Errorf("%v: %q, isError %v; want an error result with %q", tc.err, text, isErr, tc.want)
+		}
+	}
+}
+
+func TestCancelledCall(t *testing.T) {
+	var started atomic.Bool
+	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		started.Store(true)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	h := toolHandler("python", config.Default().LimitsFor("python"), run)
+	go func() {
+		for !started.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		cancel()
+	}()
+	res, err := h(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Arguments: map[string]any{"code": "x"}}})
+	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(mcp.TextContent).Text, "cancelled") {
+		t.Errorf("got %+v, %v; want a cancelled error result", res, err)
+	}
+}
+
+func TestResultText(t *testing.T) {
+	lim := config.Default().LimitsFor("python")
+	head := int(lim.OutputBytes) / 2
+	for _, tc := range []struct {
+		name string
+		r    exec.Result
+		want string
+	}{
+		{"clean", exec.Result{Stdout: []byte("hi\n")}, "hi\n"},
+		{"clean no newline", exec.Result{Stdout: []byte("hi")}, "hi"},
+		{"no output", exec.Result{}, "(The program finished without output. Print the results you need to stdout.)"},
+		{"stderr", exec.Result{Stdout: []byte("out\n"), Stderr: []byte("warn\n"), Duration: time.Second},
+			"out\n--- stderr ---\nwarn\n--- exit code 0; 1.00s ---"},
+		{"exception", exec.Result{Stderr: []byte("Traceback\nZeroDivisionError"), ExitCode: 1, Duration: 20 * time.Millisecond},
+			"--- stderr ---\nTraceback\nZeroDivisionError\n--- exit code 1; 0.02s ---"},
+		{"exit code", exec.Result{Stdout: []byte("partial"), ExitCode: 3},
+			"partial\n--- exit code 3; 0.00s ---"},
+		{"timeout", exec.Result{Stdout: []byte("tick\n"), ExitCode: -1, Signal: "SIGKILL", TimedOut: true, Timeout: 2 * time.Second, Duration: 2 * time.Second},
+			"tick\n--- timed out after 2s and was killed; 2.00s ---"},
+		{"oom", exec.Result{ExitCode: -1, Signal: "SIGKILL", OOMKilled: true},
+			"--- killed: out of memory (limit 512MiB); 0.00s ---"},
+		{"signal", exec.Result{ExitCode: -1, Signal: "SIGSEGV"},
+			"--- killed by SIGSEGV; 0.00s ---"},
+		{"truncated", exec.Result{Stdout: []byte(strings.Repeat("a", head) + strings.Repeat("b", 3)), StdoutDropped: 100},
+			strings.Repeat("a", head) + "\n[... 100 bytes dropped ...]\nbbb\n--- exit code 0; stdout truncated: 100 bytes dropped from the middle; 0.00s ---"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := resultText(&tc.r, lim); got != tc.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestToolResultFlags(t *testing.T) {
+	lim := config.Default().LimitsFor("python")
+	for _, tc := range []struct {
+		r       exec.Result
+		isError bool
+	}{
+		{exec.Result{Stdout: []byte("x")}, false},
+		{exec.Result{Stderr: []byte("warning")}, false},
+		{exec.Result{ExitCode: 1}, true},
+		{exec.Result{TimedOut: true, ExitCode: -1}, true},
+		{exec.Result{OOMKilled: true, ExitCode: -1}, true},
+		{exec.Result{Stdout: []byte{0xff, 'a'}, StderrDropped: 5}, false},
+	} {
+		res := toolResult(&tc.r, lim)
+		if res.IsError != tc.isError {
+			t.Errorf("%+v: isError %v; want %v", tc.r, res.IsError, tc.isError)
+		}
+		out := res.StructuredContent.(runOutput)
+		if out.StderrTruncatedBytes != tc.r.StderrDropped || !utf8.ValidString(out.Stdout) {
+			t.Errorf("%+v: structured %+v", tc.r, out)
+		}
+	}
+}
+
+func TestEnvironmentsResource(t *testing.T) {
+	resp := call(t, config.Default(), noRun(t), "resources/read", map[string]any{"uri": environmentsURI})
+	res := resp["result"].(map[string]any)
+	text := res["contents"].([]any)[0].(map[string]any)["text"].(string)
+	var env struct {
+		Languages map[string]environment `json:"languages"`
+	}
+	if err := json.Unmarshal([]byte(text), &env); err != nil {
+		t.Fatal(err)
+	}
+	py := env.Languages["python"]
+	if py.Tool != "run_python_code" || py.Image == "" || py.Limits.MemoryBytes != 512<<20 || py.Limits.Network {
+		t.Errorf("python environment %+v", py)
+	}
+	if env.Languages["javascript"].Tool != "run_js_code" {
+		t.Errorf("javascript environment %+v", env.Languages["javascript"])
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		r    exec.Result
+		want int
+	}{
+		{exec.Result{}, 0},
+		{exec.Result{ExitCode: 3}, 3},
+		{exec.Result{ExitCode: -1, Signal: "SIGKILL"}, 137},
+		{exec.Result{ExitCode: -1, Signal: "SIGSEGV"}, 139},
+		{exec.Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true}, 124},
+		{exec.Result{ExitCode: -1, Signal: "SIGKILL", OOMKilled: true}, 137},
+	} {
+		if got := exitStatus(&tc.r); got != tc.want {
+			t.Errorf("exitStatus(%+v) = %d; want %d", tc.r, got, tc.want)
+		}
+	}
+}
