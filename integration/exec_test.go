@@ -1,0 +1,623 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/containerd/errdefs"
+
+	"code-sandbox-mcp/exec"
+)
+
+// testLimits are the limits of the tests' executors: the product's
+// defaults, with a shorter timeout.
+func testLimits() exec.Limits {
+	return exec.Limits{
+		MemoryBytes: 512 << 20,
+		CPUs:        1,
+		Pids:        128,
+		TmpBytes:    64 << 20,
+		ShmBytes:    64 << 20,
+		FileBytes:   64 << 20,
+		OpenFiles:   1024,
+		Timeout:     20 * time.Second,
+		MaxTimeout:  60 * time.Second,
+		OutputBytes: 64 << 10,
+		CodeBytes:   1 << 20,
+		UID:         65534,
+		GID:         65534,
+	}
+}
+
+func testLanguages() map[string]exec.Language {
+	return map[string]exec.Language{
+		"python": {
+			Image:   pythonImage,
+			Command: []string{"python3"},
+			File:    "main.py",
+			Env:     []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
+			Limits:  testLimits(),
+		},
+		"javascript": {
+			Image:   nodejsImage,
+			Command: []string{"node"},
+			File:    "main.js",
+			Limits:  testLimits(),
+		},
+	}
+}
+
+// newExecutor starts an executor on the test daemon, prepared, with its own
+// state directory. When the test ends it is closed and the namespace and
+// state directory are checked for leftovers.
+func newExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
+	t.Helper()
+	ctx := testContext(t)
+	cfg := exec.Config{
+		Address:   testAddress,
+		Namespace: testNamespace,
+		StateDir:  newStateDir(t),
+		Languages: testLanguages(),
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	e, err := exec.New(ctx, cfg)
+	if err != nil {
+		t.Fatalf("exec.New: %v", err)
+	}
+	// Cleanups run last-in first-out: Close, then the check.
+	t.Cleanup(func() { assertNoLeftovers(t, cfg.StateDir) })
+	t.Cleanup(func() {
+		if err := e.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	if err := e.Prepare(ctx); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	return e
+}
+
+func run(t *testing.T, e *exec.Executor, lang, code string) *exec.Result {
+	t.Helper()
+	res, err := e.Run(testContext(t), exec.Request{Language: lang, Code: code})
+	if err != nil {
+		t.Fatalf("Run(%s): %v", lang, err)
+	}
+	return res
+}
+
+// both runs f once for each language, as subtests.
+func both(t *testing.T, f func(t *testing.T, lang string)) {
+	for _, lang := range []string{"python", "javascript"} {
+		t.Run(lang, func(t *testing.T) { f(t, lang) })
+	}
+}
+
+// program picks a language's version of a program.
+func program(lang, python, javascript string) string {
+	if lang == "python" {
+		return python
+	}
+	return javascript
+}
+
+func TestStreamsAndExitCodes(t *testing.T) {
+	e := newExecutor(t, nil)
+	both(t, func(t *testing.T, lang string) {
+		tests := []struct {
+			name       string
+			code       string
+			wantOut    string
+			wantErr    string // a substring of stderr
+			wantStatus int
+		}{
+			{
+				name: "both streams",
+				code: program(lang,
+					"import sys\nprint('to stdout')\nprint('to stderr', file=sys.stderr)\n",
+					"console.log('to stdout'); console.error('to stderr');\n"),
+				wantOut: "to stdout\n", wantErr: "to stderr\n",
+			},
+			{
+				name:    "exit code",
+				code:    program(lang, "import sys\nprint('bye')\nsys.exit(7)\n", "console.log('bye'); process.exit(7);\n"),
+				wantOut: "bye\n", wantStatus: 7,
+			},
+			{
+				name:       "exception",
+				code:       program(lang, "raise ValueError('boom')\n", "throw new Error('boom');\n"),
+				wantErr:    "boom",
+				wantStatus: 1,
+			},
+			{
+				name:    "unicode",
+				code:    program(lang, "print('héllo wörld · 世界 · 🎉')\n", "console.log('héllo wörld · 世界 · 🎉');\n"),
+				wantOut: "héllo wörld · 世界 · 🎉\n",
+			},
+			{
+				name: "stdin is at end of file",
+				code: program(lang,
+					"try:\n    input()\nexcept EOFError:\n    print('eof')\n",
+					"const d = require('fs').readFileSync(0); console.log(d.length === 0 ? 'eof' : 'data');\n"),
+				wantOut: "eof\n",
+			},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				res := run(t, e, lang, tt.code)
+				if string(res.Stdout) != tt.wantOut {
+					t.Errorf("stdout: got %q; want %q", res.Stdout, tt.wantOut)
+				}
+				if !strings.Contains(string(res.Stderr), tt.wantErr) {
+					t.Errorf("stderr: got %q; want it to contain %q", res.Stderr, tt.wantErr)
+				}
+				if tt.wantErr == "" && len(res.Stderr) > 0 {
+					t.Errorf("stderr: got %q; want empty", res.Stderr)
+				}
+				if res.ExitCode != tt.wantStatus || res.TimedOut || res.OOMKilled || res.Signal != "" {
+					t.Errorf("status: got exit %d signal %q timed out %v oom %v; want exit %d only",
+						res.ExitCode, res.Signal, res.TimedOut, res.OOMKilled, tt.wantStatus)
+				}
+				if res.Language != lang || res.Image != testLanguages()[lang].Image {
+					t.Errorf("got language %q image %q; want %q %q", res.Language, res.Image, lang, testLanguages()[lang].Image)
+				}
+			})
+		}
+	})
+}
+
+func TestLargeProgram(t *testing.T) {
+	e := newExecutor(t, nil)
+	both(t, func(t *testing.T, lang string) {
+		// About 400 KiB of code: one assignment a line, then their sum.
+		var b strings.Builder
+		const n = 30000
+		for i := range n {
+			fmt.Fprintf(&b, program(lang, "v%05d = %d\n", "var v%05d = %d;\n"), i, i)
+		}
+		b.WriteString(program(lang,
+			"print(sum(globals()[f'v{i:05d}'] for i in range(30000)))\n",
+			"let s = 0; for (let i = 0; i < 30000; i++) s += globalThis['v' + String(i).padStart(5, '0')] ?? eval('v' + String(i).padStart(5, '0')); console.log(s);\n"))
+		if b.Len() < 300<<10 {
+			t.Fatalf("program is %d bytes; want hundreds of KiB", b.Len())
+		}
+		res := run(t, e, lang, b.String())
+		want := strconv.Itoa(n*(n-1)/2) + "\n"
+		if string(res.Stdout) != want || res.ExitCode != 0 {
+			t.Errorf("got stdout %q stderr %q exit %d; want %q exit 0", res.Stdout, res.Stderr, res.ExitCode, want)
+		}
+	})
+}
+
+func TestProgramOverSizeCapIsRefused(t *testing.T) {
+	e := newExecutor(t, func(c *exec.Config) {
+		for name, l := range c.Languages {
+			l.Limits.CodeBytes = 1000
+			c.Languages[name] = l
+		}
+	})
+	res, err := e.Run(testContext(t), exec.Request{Language: "python", Code: strings.Repeat("#", 1001)})
+	if !errdefs.IsInvalidArgument(err) || res != nil {
+		t.Fatalf("got %v, %v; want an invalid-argument error and no result", res, err)
+	}
+	if !strings.Contains(err.Error(), "1001") || !strings.Contains(err.Error(), "1000") {
+		t.Errorf("error %q does not say the size and the limit", err)
+	}
+}
+
+func TestBadRequests(t *testing.T) {
+	e := newExecutor(t, nil)
+	for name, req := range map[string]exec.Request{
+		"unknown language":     {Language: "cobol", Code: "x"},
+		"timeout over maximum": {Language: "python", Code: "pass", Timeout: time.Hour},
+		"negative timeout":     {Language: "python", Code: "pass", Timeout: -time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			res, err := e.Run(testContext(t), req)
+			if !errdefs.IsInvalidArgument(err) || res != nil {
+				t.Errorf("got %v, %v; want an invalid-argument error", res, err)
+			}
+		})
+	}
+}
+
+// hostProcesses returns the pids of host processes whose command line
+// contains marker.
+func hostProcesses(marker string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, ent := range entries {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), marker) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func TestTimeoutKillsTheWholeProcessTree(t *testing.T) {
+	e := newExecutor(t, nil)
+	both(t, func(t *testing.T, lang string) {
+		marker := map[string]string{"python": "987651", "javascript": "987652"}[lang]
+		code := program(lang, `
+import os, subprocess, sys
+subprocess.Popen(["sleep", "`+marker+`"], start_new_session=True)
+if os.fork() == 0:
+    os.setsid()
+    while True: pass
+print("started", flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+while True: pass
+`, `
+const { spawn } = require('child_process');
+spawn('sleep', ['`+marker+`'], { detached: true, stdio: 'ignore' }).unref();
+console.log('started');
+console.error('to stderr');
+for (;;) {}
+`)
+		seen := make(chan []int, 1)
+		go func() {
+			// While the run lives, its sleep is a host process.
+			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+				if p := hostProcesses("sleep\x00" + marker); len(p) > 0 {
+					seen <- p
+					return
+				}
+			}
+			seen <- nil
+		}()
+		start := time.Now()
+		res, err := e.Run(testContext(t), exec.Request{Language: lang, Code: code, Timeout: 3 * time.Second})
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		took := time.Since(start)
+		if pids := <-seen; len(pids) == 0 {
+			t.Fatal("never saw the sandbox's child process on the host; the test proves nothing")
+		}
+		if !res.TimedOut || res.Signal != "SIGKILL" || res.ExitCode != 137 {
+			t.Errorf("got timed out %v signal %q exit %d; want true SIGKILL 137", res.TimedOut, res.Signal, res.ExitCode)
+		}
+		if res.OOMKilled {
+			t.Error("got oom_killed; want false")
+		}
+		if string(res.Stdout) != "started\n" || string(res.Stderr) != "to stderr\n" {
+			t.Errorf("got stdout %q stderr %q; want what was printed before the kill", res.Stdout, res.Stderr)
+		}
+		if took > 3*time.Second+5*time.Second {
+			t.Errorf("run took %s; want the kill soon after the 3s timeout", took)
+		}
+		if p := hostProcesses("sleep\x00" + marker); len(p) > 0 {
+			t.Errorf("processes %v of the sandbox outlived it", p)
+		}
+	})
+}
+
+func TestOOMIsReported(t *testing.T) {
+	e := newExecutor(t, func(c *exec.Config) {
+		for name, l := range c.Languages {
+			l.Limits.MemoryBytes = 128 << 20
+			c.Languages[name] = l
+		}
+	})
+	both(t, func(t *testing.T, lang string) {
+		code := program(lang, `
+chunks = []
+print("allocating", flush=True)
+while True:
+    chunks.append(bytearray(16 << 20))
+`, `
+const chunks = [];
+console.log('allocating');
+for (;;) chunks.push(Buffer.alloc(16 << 20, 1));
+`)
+		res := run(t, e, lang, code)
+		if !res.OOMKilled || res.Signal != "SIGKILL" || res.TimedOut {
+			t.Errorf("got oom %v signal %q timed out %v, stderr %q; want an OOM kill", res.OOMKilled, res.Signal, res.TimedOut, res.Stderr)
+		}
+		if string(res.Stdout) != "allocating\n" {
+			t.Errorf("stdout: got %q; want %q", res.Stdout, "allocating\n")
+		}
+	})
+}
+
+func TestOutputIsTruncatedAndMemoryBounded(t *testing.T) {
+	e := newExecutor(t, nil)
+	const max = 64 << 10
+	both(t, func(t *testing.T, lang string) {
+		// 48 MiB to each stream, in lines that say where they are.
+		code := program(lang, `
+import sys
+line = "x" * 1000
+for i in range(50000):
+    sys.stdout.write("out %06d %s\n" % (i, line))
+    sys.stderr.write("err %06d %s\n" % (i, line))
+`, `
+const line = 'x'.repeat(1000);
+const pad = (i) => String(i).padStart(6, '0');
+let out = '', err = '';
+for (let i = 0; i < 50000; i++) {
+  out += 'out ' + pad(i) + ' ' + line + '\n';
+  err += 'err ' + pad(i) + ' ' + line + '\n';
+  if (out.length > (1 << 20)) { require('fs').writeSync(1, out); require('fs').writeSync(2, err); out = ''; err = ''; }
+}
+require('fs').writeSync(1, out); require('fs').writeSync(2, err);
+`)
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		res := run(t, e, lang, code)
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+
+		const lineLen = 4 + 6 + 1 + 1000 + 1
+		total := int64(50000 * lineLen)
+		for _, s := range []struct {
+			name    string
+			kept    []byte
+			dropped int64
+		}{{"out", res.Stdout, res.StdoutDropped}, {"err", res.Stderr, res.StderrDropped}} {
+			if len(s.kept) != max || s.dropped != total-max {
+				t.Errorf("%s: kept %d dropped %d; want %d and %d", s.name, len(s.kept), s.dropped, max, total-max)
+			}
+			if !strings.HasPrefix(string(s.kept), s.name+" 000000 x") {
+				t.Errorf("%s: head %q; want the first line", s.name, s.kept[:min(20, len(s.kept))])
+			}
+			if !strings.HasSuffix(string(s.kept), "x\n") || !strings.Contains(string(s.kept[len(s.kept)-lineLen:]), s.name+" 049999 ") {
+				t.Errorf("%s: tail does not end with the last line", s.name)
+			}
+		}
+		if res.ExitCode != 0 {
+			t.Errorf("exit code %d; want 0", res.ExitCode)
+		}
+		// About 96 MiB went through the server: its heap must not have
+		// grown by more than a small multiple of what it keeps.
+		if grew := int64(after.HeapInuse) - int64(before.HeapInuse); grew > 16<<20 {
+			t.Errorf("heap in use grew by %d MiB during the run; want bounded output buffers", grew>>20)
+		}
+		if after.TotalAlloc-before.TotalAlloc > 32<<20 {
+			t.Errorf("allocated %d MiB during the run; want the output streamed, not accumulated", (after.TotalAlloc-before.TotalAlloc)>>20)
+		}
+	})
+}
+
+func TestEnvironmentIsOnlyWhatIsAllowed(t *testing.T) {
+	t.Setenv("HOST_SECRET", "must-not-leak")
+	e := newExecutor(t, func(c *exec.Config) {
+		c.PassEnv = []string{"API_KEY=passed-through"}
+	})
+	both(t, func(t *testing.T, lang string) {
+		res := run(t, e, lang, program(lang,
+			"import os\nfor k in sorted(os.environ): print(k + '=' + os.environ[k])\n",
+			"for (const k of Object.keys(process.env).sort()) console.log(k + '=' + process.env[k]);\n"))
+		got := strings.Split(strings.TrimSpace(string(res.Stdout)), "\n")
+		want := map[string][]string{
+			"python": {
+				"API_KEY=passed-through", "HOME=/tmp", "LANG=C.UTF-8", "MPLBACKEND=Agg",
+				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
+			},
+			"javascript": {
+				"API_KEY=passed-through", "HOME=/tmp", "LANG=C.UTF-8",
+				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			},
+		}[lang]
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("environment:\ngot  %q\nwant %q", got, want)
+		}
+		if strings.Contains(string(res.Stdout), "must-not-leak") {
+			t.Error("a host variable reached the sandbox")
+		}
+	})
+}
+
+func TestCancelKillsAndCleansUp(t *testing.T) {
+	e := newExecutor(t, nil)
+	both(t, func(t *testing.T, lang string) {
+		ctx, cancel := context.WithCancel(testContext(t))
+		go func() {
+			// Cancel once the sandbox runs.
+			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if ts, err := testClient.TaskService().List(testContext(t), &tasksapi.ListTasksRequest{}); err == nil && len(ts.Tasks) > 0 {
+					time.Sleep(200 * time.Millisecond)
+					break
+				}
+			}
+			cancel()
+		}()
+		start := time.Now()
+		res, err := e.Run(ctx, exec.Request{Language: lang, Code: program(lang, "import time\ntime.sleep(60)\n", "setTimeout(() => {}, 60000);\n")})
+		if !errors.Is(err, context.Canceled) || res != nil {
+			t.Fatalf("got %v, %v; want context.Canceled", res, err)
+		}
+		if took := time.Since(start); took > 20*time.Second {
+			t.Errorf("cancelled run took %s; want it killed promptly", took)
+		}
+		// newExecutor's cleanup checks nothing is left; check now too, so a
+		// leak is pinned on this run.
+		assertNoLeftovers(t, "")
+	})
+}
+
+func TestSandboxErrorsAreActionableAndLeaveNothing(t *testing.T) {
+	langs := testLanguages()
+	missing := langs["python"]
+	missing.Image = "localhost/code-sandbox-mcp/not-there:1"
+	langs["missing"] = missing
+	broken := langs["python"]
+	broken.Command = []string{"/no/such/interpreter"}
+	langs["broken"] = broken
+
+	stateDir := newStateDir(t)
+	ctx := testContext(t)
+	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, Languages: langs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { assertNoLeftovers(t, stateDir) })
+	t.Cleanup(func() { e.Close() })
+
+	err = e.Prepare(ctx)
+	if !errdefs.IsNotFound(err) {
+		t.Fatalf("Prepare: got %v; want not-found for the missing image", err)
+	}
+	for _, want := range []string{missing.Image, testNamespace, "images import"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Prepare error %q does not mention %q", err, want)
+		}
+	}
+	if _, err := e.Run(ctx, exec.Request{Language: "missing", Code: "print(1)"}); !errdefs.IsNotFound(err) {
+		t.Errorf("Run with missing image: got %v; want not-found", err)
+	}
+	_, err = e.Run(ctx, exec.Request{Language: "broken", Code: "print(1)"})
+	if err == nil || !strings.Contains(err.Error(), "/no/such/interpreter") {
+		t.Errorf("Run with a missing interpreter: got %v; want an error naming it", err)
+	}
+	assertNoLeftovers(t, stateDir)
+	// The executor still works afterwards.
+	if res, err := e.Run(ctx, exec.Request{Language: "python", Code: "print(1)"}); err != nil || string(res.Stdout) != "1\n" {
+		t.Errorf("Run after failures: got %v, %v; want stdout 1", res, err)
+	}
+}
+
+func TestConcurrencyIsBoundedAndTheQueueHonoursCancellation(t *testing.T) {
+	e := newExecutor(t, func(c *exec.Config) { c.Concurrency = 1 })
+	ctx := testContext(t)
+	hold := make(chan error, 1)
+	go func() {
+		_, err := e.Run(ctx, exec.Request{Language: "python", Code: "import time\ntime.sleep(4)\n"})
+		hold <- err
+	}()
+	// Wait until the first run holds the only slot.
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{}); err == nil && len(ts.Tasks) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("first run never started")
+		}
+	}
+	qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := e.Run(qctx, exec.Request{Language: "python", Code: "print(1)"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("queued run: got %v; want it to give up with its context", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("queued run gave up after %s; want about 300ms", took)
+	}
+	if err := <-hold; err != nil {
+		t.Errorf("first run: %v", err)
+	}
+	// Two runs with one slot: they queue and both complete.
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	for range 2 {
+		wg.Go(func() {
+			res, err := e.Run(ctx, exec.Request{Language: "javascript", Code: "console.log('ok')"})
+			if err == nil && string(res.Stdout) != "ok\n" {
+				err = fmt.Errorf("stdout %q", res.Stdout)
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("queued run: %v", err)
+		}
+	}
+}
+
+func TestLiveServersLeaveEachOthersRunsAlone(t *testing.T) {
+	a := newExecutor(t, nil)
+	b := newExecutor(t, nil)
+	ctx := testContext(t)
+	done := make(chan *exec.Result, 1)
+	go func() {
+		res, err := a.Run(ctx, exec.Request{Language: "python", Code: "import time\ntime.sleep(3)\nprint('survived')\n"})
+		if err != nil {
+			t.Errorf("run of server a: %v", err)
+		}
+		done <- res
+	}()
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{}); err == nil && len(ts.Tasks) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("run never started")
+		}
+	}
+	n, err := b.Sweep(ctx)
+	if err != nil || n != 0 {
+		t.Errorf("server b swept %d, %v; want 0 (a is alive)", n, err)
+	}
+	if res := <-done; res == nil || string(res.Stdout) != "survived\n" {
+		t.Errorf("run of server a: got %+v; want it to finish", res)
+	}
+}
+
+func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "crashserver")
+	if out, err := osexec.Command("go", "build", "-o", bin, "./testdata/crashserver").CombinedOutput(); err != nil {
+		t.Fatalf("build crashserver: %v\n%s", err, out)
+	}
+	stateDir := newStateDir(t)
+	cmd := osexec.Command(bin, testAddress, testNamespace, stateDir, pythonImage)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := testContext(t)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+		if err == nil && len(ts.Tasks) == 1 && ts.Tasks[0].Pid != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatal("the crashing server's run never started")
+		}
+	}
+	// The crash: no cleanup runs.
+	cmd.Process.Kill()
+	cmd.Wait()
+	if cs, _ := testClient.Containers(ctx); len(cs) != 1 {
+		t.Fatalf("after the crash: got %d containers; want the orphan", len(cs))
+	}
+	if entries, _ := os.ReadDir(stateDir); len(entries) != 1 {
+		t.Fatalf("after the crash: got %d run directories; want the orphan's", len(entries))
+	}
+
+	// The next server, on the same state directory, sweeps at Prepare.
+	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, Languages: testLanguages()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if err := e.Prepare(ctx); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	assertNoLeftovers(t, stateDir)
+}

@@ -1,0 +1,46 @@
+// Command crashserver starts one long run through the executor and waits
+// to be killed, as a server that crashes mid-run would be. The orphan
+// sweep test kills it with SIGKILL and checks that the next executor reaps
+// what it left.
+//
+// Usage: crashserver ADDRESS NAMESPACE STATE_DIR IMAGE
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"code-sandbox-mcp/exec"
+)
+
+func main() {
+	if len(os.Args) != 5 {
+		fmt.Fprintln(os.Stderr, "usage: crashserver ADDRESS NAMESPACE STATE_DIR IMAGE")
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	e, err := exec.New(ctx, exec.Config{
+		Address:   os.Args[1],
+		Namespace: os.Args[2],
+		StateDir:  os.Args[3],
+		Languages: map[string]exec.Language{"python": {
+			Image:   os.Args[4],
+			Command: []string{"python3"},
+			File:    "main.py",
+			Limits: exec.Limits{
+				MemoryBytes: 128 << 20, CPUs: 1, Pids: 64, TmpBytes: 1 << 20, ShmBytes: 1 << 20,
+				FileBytes: 1 << 20, OpenFiles: 64, Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute,
+				OutputBytes: 1024, CodeBytes: 1024, UID: 65534, GID: 65534,
+			},
+		}},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	_, err = e.Run(ctx, exec.Request{Language: "python", Code: "import time\ntime.sleep(600)\n"})
+	fmt.Fprintln(os.Stderr, "run ended before the kill:", err)
+	os.Exit(1)
+}
