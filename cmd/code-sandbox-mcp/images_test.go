@@ -1,0 +1,121 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+func writeRootfs(t *testing.T, dir string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	body := "hello\n"
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "./hello", Mode: 0o644, Size: int64(len(body))}); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(tw, body)
+	tw.Close()
+	name := filepath.Join(dir, "rootfs.tar")
+	if err := os.WriteFile(name, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func TestImagesPack(t *testing.T) {
+	dir := t.TempDir()
+	rootfs := writeRootfs(t, dir)
+	out := filepath.Join(dir, "image.oci.tar")
+	var stdout, stderr bytes.Buffer
+	err := imagesCommand(context.Background(), "", "", []string{
+		"pack", "--rootfs", rootfs, "--ref", "localhost/code-sandbox-mcp/python:trixie",
+		"--env", "LANG=C.UTF-8", "--env", "PATH=/usr/bin:/bin", "--workdir", "/tmp", "--out", out,
+	}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("images pack: %v; stderr:\n%s", err, stderr.String())
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("images pack wrote %q to stdout; want nothing", stdout.String())
+	}
+
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	blobs := make(map[string][]byte)
+	tr := tar.NewReader(f)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		blobs[hdr.Name] = b
+	}
+	var index ocispec.Index
+	if err := json.Unmarshal(blobs["index.json"], &index); err != nil {
+		t.Fatal(err)
+	}
+	if got := index.Manifests[0].Annotations["io.containerd.image.name"]; got != "localhost/code-sandbox-mcp/python:trixie" {
+		t.Errorf("image name %q; want localhost/code-sandbox-mcp/python:trixie", got)
+	}
+	var manifest ocispec.Manifest
+	json.Unmarshal(blobs["blobs/sha256/"+index.Manifests[0].Digest.Encoded()], &manifest)
+	var config ocispec.Image
+	json.Unmarshal(blobs["blobs/sha256/"+manifest.Config.Digest.Encoded()], &config)
+	if want := []string{"LANG=C.UTF-8", "PATH=/usr/bin:/bin"}; !reflect.DeepEqual(config.Config.Env, want) || config.Config.WorkingDir != "/tmp" {
+		t.Errorf("config env %v, workdir %q; want %v, /tmp", config.Config.Env, config.Config.WorkingDir, want)
+	}
+
+	// Nothing but the archive is left in its directory.
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 2 {
+		t.Errorf("directory holds %d entries; want rootfs.tar and image.oci.tar", len(entries))
+	}
+}
+
+func TestImagesUsageErrors(t *testing.T) {
+	dir := t.TempDir()
+	rootfs := writeRootfs(t, dir)
+	out := filepath.Join(dir, "out.tar")
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no verb", nil, "missing verb"},
+		{"unknown verb", []string{"frob"}, "unknown verb"},
+		{"pack without ref", []string{"pack", "--rootfs", rootfs, "--out", out}, "required"},
+		{"pack bad env", []string{"pack", "--rootfs", rootfs, "--ref", "localhost/x:1", "--env", "NOEQUALS", "--out", out}, "KEY=value"},
+		{"pack short ref", []string{"pack", "--rootfs", rootfs, "--ref", "python:3", "--out", out}, "full reference"},
+		{"pack missing rootfs", []string{"pack", "--rootfs", filepath.Join(dir, "nope.tar"), "--ref", "localhost/x:1", "--out", out}, "no such file"},
+		{"import nothing", []string{"import"}, "no archive"},
+		{"list extra", []string{"list", "x"}, "unexpected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			err := imagesCommand(context.Background(), "", "", tt.args, &stdout, &stderr)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("images %q: error %v; want one containing %q", tt.args, err, tt.want)
+			}
+		})
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a failed pack left %s behind", out)
+	}
+}
