@@ -1,0 +1,706 @@
+package integration
+
+// These tests drive the real code-sandbox-mcp binary over stdio, as an MCP
+// client would, against the harness's containerd.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// mcpBinary builds the binary once per run, into the harness directory.
+func mcpBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir := filepath.Join(testDir, "bin")
+		if binErr = os.MkdirAll(dir, 0o755); binErr != nil {
+			return
+		}
+		binPath = filepath.Join(dir, "code-sandbox-mcp")
+		cmd := osexec.Command("go", "build", "-o", binPath, "code-sandbox-mcp/cmd/code-sandbox-mcp")
+		cmd.Dir = ".."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+var unpackOnce sync.Once
+
+// unpackImages unpacks the test images once, before the first server
+// starts: a server unpacks them in the background at start, and a test that
+// ends before that finishes would leave the unpack's snapshot behind (see
+// the report on exec's Prepare).
+func unpackImages(t *testing.T) {
+	t.Helper()
+	unpackOnce.Do(func() {
+		ctx := testContext(t)
+		for _, ref := range testImages {
+			img, err := testClient.GetImage(ctx, ref)
+			if err != nil {
+				t.Fatalf("image %s: %v", ref, err)
+			}
+			if err := img.Unpack(ctx, ""); err != nil {
+				t.Fatalf("unpack %s: %v", ref, err)
+			}
+		}
+	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// serverSpec is how to start one server.
+type serverSpec struct {
+	args    []string // before the built-in --config, --address, --namespace
+	env     []string // the server's whole environment, besides PATH
+	sandbox string   // lines for the [sandbox] table
+	config  string   // more TOML tables (not [sandbox])
+}
+
+// serverCommand returns the command for a server on the test daemon with
+// its own state directory, and that directory.
+func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
+	t.Helper()
+	unpackImages(t)
+	stateDir := newStateDir(t)
+	cfgPath := filepath.Join(t.TempDir(), "sandbox.toml")
+	cfg := fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = 4\n%s\n%s\n", stateDir, spec.sandbox, spec.config)
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string{}, spec.args...), "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace)
+	cmd := osexec.Command(mcpBinary(t), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, spec.env...)
+	return cmd, stateDir
+}
+
+// mcpServer is a running server with an MCP client on its stdio.
+type mcpServer struct {
+	c      *client.Client
+	stderr *syncBuffer
+}
+
+// startMCP starts the binary and initializes an MCP session with it. When
+// the test ends the client closes stdin, the server must exit cleanly, and
+// nothing may be left in containerd or the state directory.
+func startMCP(t *testing.T, spec serverSpec) *mcpServer {
+	t.Helper()
+	cmd, stateDir := serverCommand(t, spec)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
+		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
+			return cmd, nil
+		}))
+	c := client.NewClient(tr)
+	t.Cleanup(func() {
+		assertNoLeftovers(t, stateDir)
+		if strings.Contains(stderr.String(), "panic") {
+			t.Errorf("server stderr has a panic:\n%s", stderr)
+		}
+		if t.Failed() {
+			t.Logf("server stderr:\n%s", stderr)
+		}
+	})
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close the client (the server's exit): %v", err)
+		}
+	})
+	ctx := testContext(t)
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	ir, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ClientInfo: mcp.Implementation{Name: "integration", Version: "1"},
+	}})
+	if err != nil {
+		t.Fatalf("initialize: %v\nstderr:\n%s", err, stderr)
+	}
+	if ir.ServerInfo.Name != "code-sandbox-mcp" {
+		t.Errorf("server name %q; want code-sandbox-mcp", ir.ServerInfo.Name)
+	}
+	return &mcpServer{c: c, stderr: stderr}
+}
+
+// toolResult is a call's result, decoded.
+type toolResult struct {
+	text    string
+	isError bool
+	out     struct {
+		Stdout               string  `json:"stdout"`
+		Stderr               string  `json:"stderr"`
+		ExitCode             int     `json:"exit_code"`
+		Signal               string  `json:"signal"`
+		TimedOut             bool    `json:"timed_out"`
+		OOMKilled            bool    `json:"oom_killed"`
+		StdoutTruncatedBytes int64   `json:"stdout_truncated_bytes"`
+		StderrTruncatedBytes int64   `json:"stderr_truncated_bytes"`
+		DurationMs           int64   `json:"duration_ms"`
+		TimeoutSeconds       float64 `json:"timeout_seconds"`
+		Language             string  `json:"language"`
+		Image                string  `json:"image"`
+	}
+	hasOut bool
+}
+
+func (s *mcpServer) call(ctx context.Context, t *testing.T, tool string, args any) toolResult {
+	t.Helper()
+	res, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+	if err != nil {
+		t.Fatalf("call %s: %v", tool, err)
+	}
+	return decodeResult(t, res)
+}
+
+func decodeResult(t *testing.T, res *mcp.CallToolResult) toolResult {
+	t.Helper()
+	var r toolResult
+	r.isError = res.IsError
+	if len(res.Content) != 1 {
+		t.Fatalf("content %v; want one text", res.Content)
+	}
+	tc, ok := res.Content[0].(mcp.TextContent)
+	if !ok {
+		t.Fatalf("content %T; want text", res.Content[0])
+	}
+	r.text = tc.Text
+	if res.StructuredContent != nil {
+		data, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&r.out); err != nil {
+			t.Fatalf("structuredContent %s: %v", data, err)
+		}
+		r.hasOut = true
+	}
+	return r
+}
+
+func code(c string) map[string]any { return map[string]any{"code": c} }
+
+func TestMCPToolsList(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	ctx := testContext(t)
+	res, err := s.c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]mcp.Tool{}
+	for _, tool := range res.Tools {
+		names[tool.Name] = tool
+	}
+	for _, want := range []string{"run_python_code", "run_js_code"} {
+		tool, ok := names[want]
+		if !ok {
+			t.Errorf("tools %v: no %s", res.Tools, want)
+			continue
+		}
+		in := tool.InputSchema
+		if in.Type != "object" || len(in.Required) != 1 || in.Required[0] != "code" || in.AdditionalProperties != false {
+			t.Errorf("%s input schema %+v; want an object requiring code, no other properties", want, in)
+		}
+		if p, _ := in.Properties["code"].(map[string]any); p["type"] != "string" {
+			t.Errorf("%s code property %v; want a string", want, in.Properties["code"])
+		}
+		if tool.OutputSchema.Type != "object" && len(tool.RawOutputSchema) == 0 {
+			t.Errorf("%s has no output schema", want)
+		}
+		if !strings.Contains(tool.Description, "no network") {
+			t.Errorf("%s description %q does not tell the model about the sandbox", want, tool.Description)
+		}
+	}
+	// Schemas are valid JSON objects and every array has items.
+	data, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if v["type"] == "array" && v["items"] == nil {
+				t.Errorf("%s: array schema without items", path)
+			}
+			for k, e := range v {
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range v {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("tools/list", v)
+
+	rr, err := s.c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "sandbox://environments"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := rr.Contents[0].(mcp.TextResourceContents).Text
+	if !strings.Contains(text, pythonImage) || !strings.Contains(text, "run_js_code") {
+		t.Errorf("sandbox://environments = %s; want the languages, images and tools", text)
+	}
+}
+
+func TestMCPRuns(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	ctx := testContext(t)
+	tests := []struct {
+		name, tool, code string
+		wantText         string // exact, if not empty
+		wantInText       []string
+		isError          bool
+		exit             int
+	}{
+		{name: "python", tool: "run_python_code", code: "print(sum(range(10)))", wantText: "45\n"},
+		{name: "javascript", tool: "run_js_code", code: "console.log([1,2,3].map(x => x * 2).join(','))", wantText: "2,4,6\n"},
+		{name: "python stderr", tool: "run_python_code", code: "import sys\nprint('out')\nprint('careful', file=sys.stderr)",
+			wantInText: []string{"out\n", "--- stderr ---\ncareful\n", "exit code 0"}},
+		{name: "python exception", tool: "run_python_code", code: "x = 1 / 0",
+			wantInText: []string{"--- stderr ---", "ZeroDivisionError", "exit code 1"}, isError: true, exit: 1},
+		{name: "javascript exception", tool: "run_js_code", code: "null.x",
+			wantInText: []string{"TypeError", "exit code 1"}, isError: true, exit: 1},
+		{name: "javascript exit", tool: "run_js_code", code: "console.log('bye'); process.exit(3)",
+			wantInText: []string{"bye\n", "exit code 3"}, isError: true, exit: 3},
+		{name: "unicode", tool: "run_python_code", code: "print('héllo 世界 🎉')", wantText: "héllo 世界 🎉\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := s.call(ctx, t, tt.tool, code(tt.code))
+			if tt.wantText != "" && r.text != tt.wantText {
+				t.Errorf("text %q; want exactly %q", r.text, tt.wantText)
+			}
+			for _, w := range tt.wantInText {
+				if !strings.Contains(r.text, w) {
+					t.Errorf("text %q; want it to contain %q", r.text, w)
+				}
+			}
+			if r.isError != tt.isError || !r.hasOut || r.out.ExitCode != tt.exit {
+				t.Errorf("isError %v, structured %v %+v; want isError %v, exit %d", r.isError, r.hasOut, r.out, tt.isError, tt.exit)
+			}
+			lang := map[string]string{"run_python_code": "python", "run_js_code": "javascript"}[tt.tool]
+			img := map[string]string{"python": pythonImage, "javascript": nodejsImage}[lang]
+			if r.out.Language != lang || r.out.Image != img || r.out.TimeoutSeconds != 30 {
+				t.Errorf("structured %+v; want language %s, image %s, timeout 30", r.out, lang, img)
+			}
+		})
+	}
+}
+
+func TestMCPTimeout(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	start := time.Now()
+	r := s.call(testContext(t), t, "run_python_code", map[string]any{
+		"code":            "import time\nprint('started', flush=True)\ntime.sleep(60)",
+		"timeout_seconds": 2,
+	})
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("call took %s; want about 2s", took)
+	}
+	if !r.isError || !r.out.TimedOut || r.out.TimeoutSeconds != 2 || !strings.Contains(r.text, "started\n") || !strings.Contains(r.text, "timed out after 2s") {
+		t.Errorf("got %q %+v; want a timed-out error result with the output so far", r.text, r.out)
+	}
+}
+
+// containerCount is the number of containers in the test namespace.
+func containerCount(t *testing.T) int {
+	t.Helper()
+	cs, err := testClient.Containers(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(cs)
+}
+
+// waitFor polls cond every 50ms until it holds or d has passed.
+func waitFor(d time.Duration, cond func() bool) bool {
+	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+	}
+}
+
+func TestMCPCancellationKillsTheRun(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	ctx, cancel := context.WithCancel(testContext(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{
+			Name: "run_python_code", Arguments: code("import time\ntime.sleep(60)"),
+		}})
+		done <- err
+	}()
+	if !waitFor(30*time.Second, func() bool { return containerCount(t) > 0 }) {
+		t.Fatal("no sandbox appeared within 30s")
+	}
+	time.Sleep(500 * time.Millisecond)
+	cancel()
+	if err := <-done; err == nil {
+		t.Error("cancelled call returned no error")
+	}
+	if !waitFor(15*time.Second, func() bool { return containerCount(t) == 0 }) {
+		t.Error("the sandbox is still there 15s after the call was cancelled")
+	}
+	// The server is still serving.
+	if r := s.call(testContext(t), t, "run_python_code", code("print('after')")); r.text != "after\n" {
+		t.Errorf("after the cancellation: %q; want after", r.text)
+	}
+}
+
+func TestMCPConcurrentCalls(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	ctx := testContext(t)
+	const n = 20
+	var wg sync.WaitGroup
+	results := make([]toolResult, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			tool, src := "run_python_code", fmt.Sprintf("import time\ntime.sleep(0.5)\nprint(%d)", i)
+			if i%2 == 1 {
+				tool, src = "run_js_code", fmt.Sprintf("setTimeout(() => console.log(%d), 500)", i)
+			}
+			res, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: code(src)}})
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			results[i] = decodeResult(t, res)
+		})
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("call %d: %v", i, errs[i])
+			continue
+		}
+		if want := fmt.Sprintf("%d\n", i); results[i].text != want || results[i].isError {
+			t.Errorf("call %d: %q (isError %v); want %q", i, results[i].text, results[i].isError, want)
+		}
+	}
+}
+
+func TestMCPPassThroughEnv(t *testing.T) {
+	s := startMCP(t, serverSpec{
+		args: []string{"--pass-through-env", "API_KEY,SECRET_TOKEN,UNSET_ONE"},
+		env:  []string{"API_KEY=value-of-api-key-1234", "SECRET_TOKEN=value-of-secret-5678", "NOT_LISTED=leak"},
+	})
+	r := s.call(testContext(t), t, "run_python_code", code(
+		"import os\nfor k in ['API_KEY', 'SECRET_TOKEN', 'UNSET_ONE', 'NOT_LISTED']:\n    print(k, os.environ.get(k, '<absent>'))"))
+	want := "API_KEY value-of-api-key-1234\nSECRET_TOKEN value-of-secret-5678\nUNSET_ONE <absent>\nNOT_LISTED <absent>\n"
+	if r.text != want {
+		t.Errorf("got %q; want %q", r.text, want)
+	}
+	for _, secret := range []string{"value-of-api-key-1234", "value-of-secret-5678"} {
+		if strings.Contains(s.stderr.String(), secret) {
+			t.Errorf("the server logged the value of a passed-through variable:\n%s", s.stderr)
+		}
+	}
+}
+
+func TestMCPContainerImageOverride(t *testing.T) {
+	// The python image under a second name: the override must run that name.
+	ctx := testContext(t)
+	const alias = "localhost/code-sandbox-mcp/python:override-test"
+	img, err := testClient.ImageService().Get(ctx, pythonImage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := testClient.ImageService().Create(ctx, images.Image{Name: alias, Target: img.Target}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testClient.ImageService().Delete(context.WithoutCancel(ctx), alias) })
+
+	s := startMCP(t, serverSpec{env: []string{"CONTAINER_IMAGE=" + alias, "CONTAINER_LANGUAGE=python"}})
+	if r := s.call(ctx, t, "run_python_code", code("print('ok')")); r.text != "ok\n" || r.out.Image != alias {
+		t.Errorf("python: %q image %q; want ok from %s", r.text, r.out.Image, alias)
+	}
+	if r := s.call(ctx, t, "run_js_code", code("console.log('ok')")); r.text != "ok\n" || r.out.Image != nodejsImage {
+		t.Errorf("javascript: %q image %q; want ok from its own %s", r.text, r.out.Image, nodejsImage)
+	}
+}
+
+func TestMCPContainerLanguageAloneIsAnError(t *testing.T) {
+	cmd, _ := serverCommand(t, serverSpec{env: []string{"CONTAINER_LANGUAGE=python"}})
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err == nil || stdout.Len() > 0 || !strings.Contains(stderr.String(), "CONTAINER_IMAGE") {
+		t.Errorf("got %v, stdout %q, stderr %q; want a failure naming CONTAINER_IMAGE, nothing on stdout", err, stdout.String(), stderr.String())
+	}
+}
+
+func TestMCPConfiguredLanguage(t *testing.T) {
+	s := startMCP(t, serverSpec{config: fmt.Sprintf(`
+[languages.bash]
+image = %q
+command = ["bash"]
+file = "main.sh"
+tool = "run_bash_code"
+description = "Run a bash script."
+`, pythonImage)})
+	ctx := testContext(t)
+	tools, err := s.c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	if len(names) != 3 {
+		t.Errorf("tools %v; want run_bash_code, run_js_code, run_python_code", names)
+	}
+	r := s.call(ctx, t, "run_bash_code", code("echo $((6 * 7)) from $0"))
+	if !strings.HasPrefix(r.text, "42 from ") || r.isError || r.out.Language != "bash" {
+		t.Errorf("got %q %+v; want 42 from bash", r.text, r.out)
+	}
+}
+
+func TestMCPMissingImageIsActionable(t *testing.T) {
+	const missing = "localhost/code-sandbox-mcp/missing:none"
+	s := startMCP(t, serverSpec{sandbox: `pull = "never"`, config: fmt.Sprintf("[languages.python]\nimage = %q\n", missing)})
+	r := s.call(testContext(t), t, "run_python_code", code("print(1)"))
+	if !r.isError || !strings.Contains(r.text, missing) || !strings.Contains(r.text, "images import") {
+		t.Errorf("got %q (isError %v); want an error naming %s and how to import it", r.text, r.isError, missing)
+	}
+	// The other language is unaffected.
+	if r := s.call(testContext(t), t, "run_js_code", code("console.log(1)")); r.text != "1\n" {
+		t.Errorf("javascript: %q; want 1", r.text)
+	}
+}
+
+// rawServer speaks JSON-RPC lines to the binary without an MCP client.
+type rawServer struct {
+	cmd    *osexec.Cmd
+	stdin  io.WriteCloser
+	lines  chan []byte
+	first  chan byte // the first byte on stdout
+	stderr *syncBuffer
+}
+
+func startRaw(t *testing.T) *rawServer {
+	t.Helper()
+	cmd, stateDir := serverCommand(t, serverSpec{})
+	r := &rawServer{cmd: cmd, lines: make(chan []byte, 100), first: make(chan byte, 1), stderr: &syncBuffer{}}
+	cmd.Stderr = r.stderr
+	var err error
+	if r.stdin, err = cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { assertNoLeftovers(t, stateDir) })
+	t.Cleanup(func() {
+		r.stdin.Close()
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("server exit: %v\nstderr:\n%s", err, r.stderr)
+			}
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			t.Errorf("server did not exit within 20s of stdin closing")
+		}
+	})
+	go func() {
+		br := bufio.NewReader(stdout)
+		if b, err := br.Peek(1); err == nil {
+			r.first <- b[0]
+		}
+		for {
+			line, err := br.ReadBytes('\n')
+			if len(line) > 0 {
+				r.lines <- line
+			}
+			if err != nil {
+				close(r.lines)
+				return
+			}
+		}
+	}()
+	return r
+}
+
+func (r *rawServer) send(t *testing.T, line string) {
+	t.Helper()
+	if _, err := io.WriteString(r.stdin, line+"\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// next returns the next message on stdout, which must be a JSON-RPC 2.0
+// object.
+func (r *rawServer) next(t *testing.T) map[string]any {
+	t.Helper()
+	select {
+	case line, ok := <-r.lines:
+		if !ok {
+			t.Fatalf("stdout closed\nstderr:\n%s", r.stderr)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil || m["jsonrpc"] != "2.0" {
+			t.Fatalf("stdout line %q is not a JSON-RPC 2.0 message (%v)", line, err)
+		}
+		return m
+	case <-time.After(60 * time.Second):
+		t.Fatalf("no message on stdout within 60s\nstderr:\n%s", r.stderr)
+	}
+	return nil
+}
+
+func TestMCPStdoutIsProtocolOnlyAndSurvivesBadInput(t *testing.T) {
+	r := startRaw(t)
+	r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	select {
+	case b := <-r.first:
+		if b != '{' {
+			t.Fatalf("first byte on stdout %q; want the start of a JSON-RPC response", b)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no response to initialize within 30s")
+	}
+	if m := r.next(t); m["id"] != 1.0 || m["result"] == nil {
+		t.Fatalf("first message %v; want the initialize response", m)
+	}
+	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+
+	// One message at a time, so responses come in order.
+	r.send(t, `this is not JSON`)
+	if m := r.next(t); m["error"] == nil || m["error"].(map[string]any)["code"] != -32700.0 {
+		t.Errorf("malformed line: %v; want a parse error", m)
+	}
+	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":["print(1)"]}}}`)
+	if m := r.next(t); m["id"] != 2.0 || m["result"].(map[string]any)["isError"] != true {
+		t.Errorf("code as an array: %v; want an error result", m)
+	}
+	r.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":"print(1)","timeout_seconds":"soon"}}}`)
+	if m := r.next(t); m["id"] != 3.0 || m["result"].(map[string]any)["isError"] != true {
+		t.Errorf("timeout_seconds as a string: %v; want an error result", m)
+	}
+	r.send(t, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}`)
+	if m := r.next(t); m["id"] != 4.0 || m["error"] == nil {
+		t.Errorf("unknown tool: %v; want a JSON-RPC error", m)
+	}
+	r.send(t, `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":"print(6 * 7)"}}}`)
+	m := r.next(t)
+	content, _ := m["result"].(map[string]any)["content"].([]any)
+	if m["id"] != 5.0 || len(content) != 1 || content[0].(map[string]any)["text"] != "42\n" {
+		t.Errorf("after the bad input: %v; want 42", m)
+	}
+}
+
+func TestMCPSIGTERMEndsRunsAndExitsCleanly(t *testing.T) {
+	r := startRaw(t)
+	r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	r.next(t)
+	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":"import time\ntime.sleep(60)"}}}`)
+	if !waitFor(30*time.Second, func() bool { return containerCount(t) > 0 }) {
+		t.Fatal("no sandbox appeared within 30s")
+	}
+	start := time.Now()
+	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// The cleanup waits for a zero exit and checks for leftovers.
+	if !waitFor(20*time.Second, func() bool { return containerCount(t) == 0 }) {
+		t.Errorf("the sandbox is still there 20s after SIGTERM")
+	}
+	t.Logf("sandbox gone %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+}
+
+func TestRunSubcommand(t *testing.T) {
+	cmd, _ := serverCommand(t, serverSpec{})
+	cmd.Args = append(cmd.Args, "run", "--language", "python", "--code", "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := -1
+	if ee, ok := err.(*osexec.ExitError); ok {
+		code = ee.ExitCode()
+	}
+	if code != 3 || stdout.String() != "out\n" || !strings.Contains(stderr.String(), "err\n") {
+		t.Errorf("exit %d (%v), stdout %q, stderr %q; want 3, out, err", code, err, stdout.String(), stderr.String())
+	}
+}
+
+func TestDoctor(t *testing.T) {
+	cmd, _ := serverCommand(t, serverSpec{})
+	cmd.Args = append(cmd.Args, "doctor")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	out := stdout.String()
+	for _, want := range []string{"OK    containerd socket", "OK    containerd version", "OK    image python", "OK    image javascript", "OK    hello world python", "OK    hello world javascript"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output has no %q:\n%s\nstderr:\n%s", want, out, stderr.String())
+		}
+	}
+	if err != nil && !strings.Contains(out, "FAIL") {
+		t.Errorf("doctor failed (%v) without a FAIL line:\n%s", err, out)
+	}
+	t.Logf("doctor:\n%s", out)
+}
