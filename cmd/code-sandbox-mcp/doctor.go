@@ -61,7 +61,11 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 	if v, err := client.Version(ctx); err != nil {
 		c.fail("containerd version", err.Error(), "see containerd's log")
 	} else {
-		c.ok("containerd version", v.Version+" (revision "+v.Revision+")")
+		detail := v.Version
+		if v.Revision != "" && v.Revision != v.Version {
+			detail += " (revision " + v.Revision + ")"
+		}
+		c.ok("containerd version", detail)
 	}
 
 	present := map[string]bool{}
