@@ -587,10 +587,12 @@ func unmountUnder(dir string) error {
 	return errors.Join(errs...)
 }
 
-// removeCgroups removes the cgroups of ids and then the namespace's parent
-// cgroups (v1: /sys/fs/cgroup/*/NAMESPACE, v2: /sys/fs/cgroup/NAMESPACE),
-// with rmdir only: a cgroup that still has processes, or that another run
-// still uses, stays.
+// removeCgroups removes, with rmdir only, the cgroups of ids, then any
+// other empty cgroup left under the namespace's parent cgroups (v1:
+// /sys/fs/cgroup/*/NAMESPACE, v2: /sys/fs/cgroup/NAMESPACE), saying so since
+// that is a leak, then the parents. A cgroup with processes stays; so does
+// one made in the last few seconds, which another run sharing the namespace
+// may be filling.
 func removeCgroups(ids []string) error {
 	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", testNamespace))
 	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", testNamespace, "cgroup.procs")); err == nil {
@@ -601,6 +603,18 @@ func removeCgroups(ids []string) error {
 		for _, id := range ids {
 			if err := syscall.Rmdir(filepath.Join(p, id)); err != nil && !errors.Is(err, syscall.ENOENT) {
 				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", filepath.Join(p, id), err))
+			}
+		}
+		ents, _ := os.ReadDir(p)
+		for _, e := range ents {
+			if !e.IsDir() {
+				continue
+			}
+			if fi, err := e.Info(); err != nil || time.Since(fi.ModTime()) < 5*time.Second {
+				continue
+			}
+			if err := syscall.Rmdir(filepath.Join(p, e.Name())); err == nil {
+				fmt.Fprintf(os.Stderr, "integration: removed cgroup %s, which a run left behind\n", filepath.Join(p, e.Name()))
 			}
 		}
 		// Busy or not empty: another run's, or one we could not clean.
