@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -623,20 +622,6 @@ func removeCgroups(ids []string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// importArchive stands in for exec.ImportArchive until that is committed:
-// it imports the archive's images for this platform and returns their names.
-func importArchive(ctx context.Context, c *containerd.Client, r io.Reader) ([]string, error) {
-	imgs, err := c.Import(ctx, r, containerd.WithAllPlatforms(false))
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, len(imgs))
-	for i, img := range imgs {
-		names[i] = img.Name
-	}
-	return names, nil
 }
 
 // TestHarnessDaemon checks the harness itself, without the executor: the

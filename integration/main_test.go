@@ -27,6 +27,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	sandboxexec "code-sandbox-mcp/exec"
 )
 
 func TestMain(m *testing.M) {
@@ -166,7 +168,7 @@ func ensureImages(ctx context.Context, h *harness) error {
 		if err != nil {
 			return err
 		}
-		names, err := importArchive(ctx, testClient, f)
+		names, err := sandboxexec.ImportArchive(ctx, testClient, f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("import %s: %w", p, err)
