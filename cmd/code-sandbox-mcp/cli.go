@@ -135,10 +135,15 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 	sub.SetOutput(stderr)
 	g.register(sub)
 
-	logger, err := newLogger(stderr, g.logLevel, env)
-	if err != nil {
-		fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-		return exitUsage
+	// The logger is made after the subcommand's flags are parsed, so that
+	// --log-level after the subcommand counts.
+	logger := func() *slog.Logger {
+		l, err := newLogger(stderr, g.logLevel, env)
+		if err != nil {
+			fmt.Fprintf(stderr, "code-sandbox-mcp: %v; using info\n", err)
+			l, _ = newLogger(stderr, "info", env)
+		}
+		return l
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -149,18 +154,19 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 			fmt.Fprintf(stderr, "code-sandbox-mcp: unexpected arguments %q\n%s", args, usage)
 			return exitUsage
 		}
+		log := logger()
 		cfg, err := loadConfig(g, env)
 		if err != nil {
-			logger.Error("configuration", "err", err)
+			log.Error("configuration", "err", err)
 			return exitUsage
 		}
-		if err := serve(ctx, cfg, env, stdin, stdout, logger); err != nil {
-			logger.Error("server stopped", "err", err)
+		if err := serve(ctx, cfg, env, stdin, stdout, log); err != nil {
+			log.Error("server stopped", "err", err)
 			return exitFailure
 		}
 		return exitOK
 	case "run":
-		return runCommand(ctx, g, sub, args, env, stdin, stdout, stderr, logger)
+		return runCommand(ctx, &g, sub, args, env, stdin, stdout, stderr, logger)
 	case "doctor":
 		if err := sub.Parse(args); err != nil {
 			return exitUsage
@@ -170,7 +176,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
 			return exitUsage
 		}
-		if !doctor(ctx, cfg, env, stdout, logger) {
+		if !doctor(ctx, cfg, env, stdout, logger()) {
 			return exitFailure
 		}
 		return exitOK

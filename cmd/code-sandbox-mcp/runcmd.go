@@ -17,7 +17,7 @@ import (
 // runCommand is `run`: one program, its stdout to stdout and its stderr to
 // stderr, a summary of anything unusual on stderr, and its exit status as
 // ours (see usage for the statuses of our own).
-func runCommand(ctx context.Context, g globals, fs *flag.FlagSet, args []string, env lookupFunc, stdin io.Reader, stdout, stderr io.Writer, logger *slog.Logger) int {
+func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string, env lookupFunc, stdin io.Reader, stdout, stderr io.Writer, newLogger func() *slog.Logger) int {
 	var (
 		lang    string
 		code    string
@@ -40,7 +40,8 @@ func runCommand(ctx context.Context, g globals, fs *flag.FlagSet, args []string,
 		}
 		return exitUsage
 	}
-	cfg, err := loadConfig(g, env)
+	logger := newLogger()
+	cfg, err := loadConfig(*g, env)
 	if err != nil {
 		fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
 		return exitUsage
