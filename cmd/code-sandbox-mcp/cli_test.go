@@ -168,6 +168,8 @@ func TestRealMainUsage(t *testing.T) {
 		{[]string{"run", "--language", "cobol", "--code", "x"}, exitUsage, "", "unknown language"},
 		{[]string{"run", "--language", "python"}, exitUsage, "", "give the program"},
 		{[]string{"serve", "extra"}, exitUsage, "", "unexpected arguments"},
+		// Global flags after the subcommand count.
+		{[]string{"run", "--address", "/nonexistent/containerd.sock", "--language", "python", "--code", "x"}, exitSandbox, "", "/nonexistent/containerd.sock"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, envMap(nil))
