@@ -376,9 +376,9 @@ func (h *harness) teardown() error {
 		return errors.Join(errs...)
 	}
 	killProcesses(func(args []string) bool { return isShim(args) && slices.Contains(args, testAddress) })
-	h.deleteRuncState()
+	ids := deleteRuncState(h.dir, h.ids)
 	errs = append(errs, unmountUnder(h.dir))
-	errs = append(errs, removeCgroups(h.ids))
+	errs = append(errs, removeCgroups(ids))
 	if m := mountsUnder(h.dir); len(m) > 0 {
 		errs = append(errs, fmt.Errorf("not removing %s: still mounted: %v", h.dir, m))
 	} else if err := os.RemoveAll(h.dir); err != nil {
@@ -435,16 +435,24 @@ func (h *harness) stopDaemon() error {
 	return fmt.Errorf("containerd did not stop on SIGTERM in 10 s; killed it")
 }
 
-// deleteRuncState force-deletes, with runc, the containers of ids that a
-// killed shim left in runc's default root: that kills their processes and
-// removes their cgroups.
-func (h *harness) deleteRuncState() {
+// deleteRuncState force-deletes, with runc, every container whose bundle
+// is still in dir's daemon state or whose id is in ids, if runc still has
+// it in its default root: a killed shim leaves them. That kills their
+// processes and removes their cgroups. It returns the ids it looked at.
+func deleteRuncState(dir string, ids []string) []string {
+	bundles, _ := os.ReadDir(filepath.Join(dir, "state", "io.containerd.runtime.v2.task", testNamespace))
+	for _, b := range bundles {
+		if !slices.Contains(ids, b.Name()) {
+			ids = append(ids, b.Name())
+		}
+	}
 	root := filepath.Join("/run/containerd/runc", testNamespace)
-	for _, id := range h.ids {
+	for _, id := range ids {
 		if _, err := os.Stat(filepath.Join(root, id)); err == nil {
 			exec.Command("runc", "--root", root, "delete", "--force", id).Run()
 		}
 	}
+	return ids
 }
 
 // sweepStale removes what earlier runs that were killed left: their
@@ -466,6 +474,7 @@ func sweepStale() {
 		killProcesses(func(args []string) bool {
 			return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir+"/") })
 		})
+		removeCgroups(deleteRuncState(dir, nil))
 		if err := unmountUnder(dir); err != nil {
 			fmt.Fprintf(os.Stderr, "integration: %v\n", err)
 		}
