@@ -56,9 +56,15 @@ type Executor struct {
 	hard        map[string]uint64 // the server's own hard rlimits
 
 	// closing is cancelled by Close; every run derives from it too.
-	closing context.Context
-	close   context.CancelFunc
-	runs    sync.WaitGroup
+	closing  context.Context
+	close    context.CancelFunc
+	runs     sync.WaitGroup // runs in flight
+	cleanups sync.WaitGroup // sandboxes being destroyed
+
+	pools map[string]*pool // by language name; never nil for a language
+
+	closeOnce sync.Once
+	closeErr  error
 
 	oom *oomWatch
 
@@ -118,31 +124,50 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		closing:     closing,
 		close:       cancel,
 		prepared:    map[string]*preparedImage{},
+		pools:       map[string]*pool{},
+	}
+	for name, l := range cfg.Languages {
+		l.Name = name
+		e.pools[name] = newPool(e, l)
 	}
 	e.oom = watchOOM(closing, c, cfg.Namespace, log)
 	return e, nil
 }
 
-// Prepare sweeps what crashed servers left behind and makes sure every
-// language's image is present and unpacked, so that no run pays for it.
+// Prepare sweeps what crashed servers left behind, makes sure every
+// language's image is present and unpacked, so that no run pays for it, and
+// starts filling each language's pool of ready sandboxes.
 func (e *Executor) Prepare(ctx context.Context) error {
 	if _, err := e.Sweep(ctx); err != nil {
 		return err
 	}
 	var errs []error
 	for name := range e.cfg.Languages {
-		if _, err := e.image(ctx, name); err != nil {
+		img, err := e.image(ctx, name)
+		if err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		e.pools[name].run(img)
 	}
 	return errors.Join(errs...)
 }
 
-// Close kills the runs still going, waits for their cleanup and
-// disconnects from containerd.
+// Close kills the runs still going, destroys the ready sandboxes, waits for
+// every sandbox to be deleted and disconnects from containerd. Calls after
+// the first return its result.
 func (e *Executor) Close() error {
+	e.closeOnce.Do(func() { e.closeErr = e.shutdown() })
+	return e.closeErr
+}
+
+func (e *Executor) shutdown() error {
 	e.close()
 	e.runs.Wait()
+	for _, p := range e.pools {
+		p.wait()
+	}
+	e.cleanups.Wait()
 	e.oom.wait()
 	return e.client.Close()
 }

@@ -97,7 +97,7 @@ func (w *oomWatch) track(id string) (ch <-chan struct{}, done func()) {
 
 func (w *oomWatch) wait() { <-w.stopped }
 
-func isClosed(ch chan struct{}) bool {
+func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true

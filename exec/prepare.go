@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
@@ -11,6 +12,9 @@ import (
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
+
+// prepareTimeout bounds the pull and unpack of one image.
+const prepareTimeout = 15 * time.Minute
 
 // preparedImage is a language's image, present and unpacked, with the
 // environment its config declares.
@@ -37,12 +41,19 @@ func resolveSnapshotter(ctx context.Context, c *containerd.Client, name string) 
 
 // image returns the prepared image of a language, looking it up, pulling
 // it if allowed and unpacking it the first time.
+//
+// A pull or unpack, once begun, is not interrupted by ctx: containerd's
+// unpacker cleans up on the context it was given, and a cancelled one leaves
+// its extraction snapshot behind. It runs detached, bounded by
+// prepareTimeout.
 func (e *Executor) image(ctx context.Context, language string) (*preparedImage, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p, ok := e.prepared[language]; ok {
 		return p, nil
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prepareTimeout)
+	defer cancel()
 	l := e.cfg.Languages[language]
 	img, err := e.client.GetImage(ctx, l.Image)
 	switch {

@@ -18,6 +18,9 @@ type Language struct {
 	Env []string
 	// Runtime is the containerd runtime; empty means the daemon's default.
 	Runtime string
+	// Pool is how many sandboxes are kept created and waiting for a
+	// program; 0 creates each on demand.
+	Pool int
 	// Limits confine each run.
 	Limits Limits
 }
@@ -62,17 +65,22 @@ type Result struct {
 	Stdout   []byte
 	Stderr   []byte
 	// StdoutDropped and StderrDropped count the bytes left out of the
-	// middle of a stream that outgrew Limits.OutputBytes.
+	// middle of a stream that outgrew Limits.OutputBytes. When bytes were
+	// dropped, the stream kept is its first OutputBytes/2 bytes followed by
+	// its last OutputBytes-OutputBytes/2: the cut is at OutputBytes/2.
 	StdoutDropped int64
 	StderrDropped int64
-	// ExitCode is the program's exit status; -1 when it was killed by a
-	// signal, which Signal then names (such as "SIGKILL").
+	// ExitCode is the program's exit status as containerd reports it: for
+	// a program killed by signal N it is 128+N, and Signal names N (such as
+	// "SIGKILL").
 	ExitCode  int
 	Signal    string
 	TimedOut  bool
 	OOMKilled bool
-	Timeout   time.Duration
-	Duration  time.Duration
+	// Timeout is the wall-clock limit the run had; Duration how long the
+	// program ran, from its start to its exit.
+	Timeout  time.Duration
+	Duration time.Duration
 }
 
 // Failed reports whether the program did not finish cleanly.

@@ -429,8 +429,8 @@ func TestEnvironmentIsOnlyWhatIsAllowed(t *testing.T) {
 }
 
 func TestCancelKillsAndCleansUp(t *testing.T) {
-	e := newExecutor(t, nil)
 	both(t, func(t *testing.T, lang string) {
+		e := newExecutor(t, nil)
 		ctx, cancel := context.WithCancel(testContext(t))
 		go func() {
 			// Cancel once the sandbox runs.
@@ -450,9 +450,8 @@ func TestCancelKillsAndCleansUp(t *testing.T) {
 		if took := time.Since(start); took > 20*time.Second {
 			t.Errorf("cancelled run took %s; want it killed promptly", took)
 		}
-		// newExecutor's cleanup checks nothing is left; check now too, so a
-		// leak is pinned on this run.
-		assertNoLeftovers(t, "")
+		// newExecutor's cleanup closes the executor, which waits for the
+		// sandbox's deletion, and then checks that nothing is left.
 	})
 }
 
@@ -490,11 +489,12 @@ func TestSandboxErrorsAreActionableAndLeaveNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "/no/such/interpreter") {
 		t.Errorf("Run with a missing interpreter: got %v; want an error naming it", err)
 	}
-	assertNoLeftovers(t, stateDir)
 	// The executor still works afterwards.
 	if res, err := e.Run(ctx, exec.Request{Language: "python", Code: "print(1)"}); err != nil || string(res.Stdout) != "1\n" {
 		t.Errorf("Run after failures: got %v, %v; want stdout 1", res, err)
 	}
+	// The cleanups registered above close the executor, then check that
+	// the failed runs left nothing.
 }
 
 func TestConcurrencyIsBoundedAndTheQueueHonoursCancellation(t *testing.T) {
@@ -575,6 +575,11 @@ func TestLiveServersLeaveEachOthersRunsAlone(t *testing.T) {
 	if res := <-done; res == nil || string(res.Stdout) != "survived\n" {
 		t.Errorf("run of server a: got %+v; want it to finish", res)
 	}
+	// Close a before b's cleanup checks the namespace: a deletes its
+	// sandbox in the background.
+	if err := a.Close(); err != nil {
+		t.Errorf("close a: %v", err)
+	}
 }
 
 func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
@@ -620,4 +625,51 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 		t.Fatalf("Prepare: %v", err)
 	}
 	assertNoLeftovers(t, stateDir)
+}
+
+func TestPoolSandboxesAreFreshAndRefilled(t *testing.T) {
+	const size = 2
+	e := newExecutor(t, func(c *exec.Config) {
+		for name, l := range c.Languages {
+			l.Pool = size
+			c.Languages[name] = l
+		}
+	})
+	ctx := testContext(t)
+	// waitPooled waits until both pools are full again.
+	waitPooled := func() {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			cs, err := testClient.Containers(ctx)
+			if err == nil && len(cs) == 2*size {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pools hold %d containers; want %d", len(cs), 2*size)
+			}
+		}
+	}
+	waitPooled()
+	seen := map[string]bool{}
+	for i := range 3 * size {
+		// Each run leaves a file everywhere it can write and reports what
+		// it found there and who it is: no run may see another's traces.
+		res := run(t, e, "python", `
+import os
+found = []
+for d in ("/tmp", "/dev/shm"):
+    found += [d + "/" + f for f in os.listdir(d)]
+    open(d + "/trace", "w").write("x")
+print(open("/proc/self/cgroup").read().strip().split("/")[-1], sorted(found))
+`)
+		fields := strings.SplitN(strings.TrimSpace(string(res.Stdout)), " ", 2)
+		if len(fields) != 2 || fields[1] != "[]" {
+			t.Fatalf("run %d: got %q (stderr %q); want its own container and empty /tmp and /dev/shm", i, res.Stdout, res.Stderr)
+		}
+		if seen[fields[0]] {
+			t.Errorf("run %d: container %s was used before", i, fields[0])
+		}
+		seen[fields[0]] = true
+	}
+	waitPooled()
 }

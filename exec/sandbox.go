@@ -1,0 +1,290 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+
+	sandboxoci "code-sandbox-mcp/oci"
+)
+
+// sandbox is one container whose task is created but not started: the
+// program's directory is mounted and still empty, the process waits for
+// Start. It runs exactly one program and is then destroyed.
+type sandbox struct {
+	e       *Executor
+	lang    Language
+	id      string
+	dir     string // host directory: the program (code/) and the FIFOs
+	created time.Time
+
+	container containerd.Container
+	task      containerd.Task
+	exited    <-chan containerd.ExitStatus
+	stdout    *capture
+	stderr    *capture
+	oom       <-chan struct{}
+	stopOOM   func()
+}
+
+// newSandbox makes a sandbox for lang from img. Objects are labelled so
+// that anyone may reap them after deadline. On error nothing is left.
+//
+// Creation is not interrupted half-way when ctx ends: a cancelled call to
+// containerd may still complete in the daemon, after a cleanup that did not
+// see its object. It runs on a detached, bounded context, and ctx is
+// checked once it is done.
+func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedImage, deadline time.Time) (_ *sandbox, err error) {
+	caller := ctx
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	s := &sandbox{
+		e:       e,
+		lang:    lang,
+		id:      newID(),
+		created: time.Now(),
+		stdout:  newCapture(lang.Limits.OutputBytes),
+		stderr:  newCapture(lang.Limits.OutputBytes),
+	}
+	defer func() {
+		if err != nil {
+			s.destroy(ctx)
+		}
+	}()
+	if err := s.makeDir(); err != nil {
+		return nil, err
+	}
+	if err := s.createContainer(ctx, img, deadline); err != nil {
+		return nil, err
+	}
+	s.oom, s.stopOOM = e.oom.track(s.id)
+	s.task, err = s.container.NewTask(ctx, cio.NewCreator(
+		cio.WithStreams(nil, s.stdout, s.stderr),
+		cio.WithFIFODir(s.dir),
+	))
+	if err != nil {
+		return nil, fmt.Errorf("create task for %s: %w", lang.Image, err)
+	}
+	// The exit channel must outlive this function's context.
+	if s.exited, err = s.task.Wait(context.WithoutCancel(ctx)); err != nil {
+		return nil, fmt.Errorf("wait for task: %w", err)
+	}
+	if err := caller.Err(); err != nil {
+		return nil, fmt.Errorf("sandbox creation cancelled: %w", context.Cause(caller))
+	}
+	return s, nil
+}
+
+// makeDir creates the sandbox's host directory. Its code/ subdirectory is
+// what the sandbox sees, read-only, at oci.CodeDir.
+func (s *sandbox) makeDir() error {
+	s.dir = filepath.Join(s.e.cfg.StateDir, s.id)
+	if err := os.Mkdir(s.dir, 0o700); err != nil {
+		return fmt.Errorf("create run directory: %w", err)
+	}
+	code := filepath.Join(s.dir, "code")
+	if err := os.Mkdir(code, 0o755); err != nil {
+		return fmt.Errorf("create run directory: %w", err)
+	}
+	// Mkdir is subject to the umask; the sandbox's user must be able to
+	// read the program.
+	return os.Chmod(code, 0o755)
+}
+
+// createContainer makes the container: a new snapshot of the image and a
+// spec built by package oci.
+func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadline time.Time) error {
+	l := s.lang.Limits
+	e := s.e
+	policy := sandboxoci.Policy{
+		Args:        append(append([]string{}, s.lang.Command...), sandboxoci.ProgramPath(s.lang.File)),
+		Env:         sandboxoci.Env(img.env, s.lang.Env, e.cfg.PassEnv),
+		UID:         l.UID,
+		GID:         l.GID,
+		Hostname:    "sandbox",
+		MemoryBytes: l.MemoryBytes,
+		CPUs:        l.CPUs,
+		Pids:        l.Pids,
+		TmpBytes:    l.TmpBytes,
+		ShmBytes:    l.ShmBytes,
+		Rlimits: sandboxoci.Rlimits([]sandboxoci.Rlimit{
+			{Type: "RLIMIT_NOFILE", Max: l.OpenFiles},
+			{Type: "RLIMIT_FSIZE", Max: uint64(l.FileBytes)},
+			{Type: "RLIMIT_CORE", Max: 0},
+		}, func(t string) (uint64, bool) { v, ok := e.hard[t]; return v, ok }),
+		CodeHostDir: filepath.Join(s.dir, "code"),
+	}
+	specOpts, err := sandboxoci.SpecOpts(policy)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{
+		LabelInstance: e.owner.instance,
+		labelOwner:    e.owner.label(),
+		LabelRun:      s.id,
+		LabelLanguage: s.lang.Name,
+		LabelDeadline: deadline.UTC().Format(time.RFC3339),
+	}
+	opts := []containerd.NewContainerOpts{
+		containerd.WithContainerLabels(labels),
+		containerd.WithImageName(img.image.Name()),
+		containerd.WithSnapshotter(e.snapshotter),
+		containerd.WithNewSnapshot(s.id, img.image, snapshots.WithLabels(labels)),
+		containerd.WithNewSpec(specOpts...),
+	}
+	if s.lang.Runtime != "" {
+		opts = append(opts, containerd.WithRuntime(s.lang.Runtime, nil))
+	}
+	c, err := e.client.NewContainer(ctx, s.id, opts...)
+	if err != nil {
+		return fmt.Errorf("create container from %s: %w", s.lang.Image, err)
+	}
+	s.container = c
+	return nil
+}
+
+// execute writes the program where the waiting process will find it,
+// starts it, and collects what it did. The program never goes through
+// argv. On expiry of timeout, or when ctx ends, every process of the
+// sandbox is killed.
+func (s *sandbox) execute(ctx context.Context, program string, timeout time.Duration) (*Result, error) {
+	f := filepath.Join(s.dir, "code", s.lang.File)
+	if err := os.WriteFile(f, []byte(program), 0o444); err != nil {
+		return nil, fmt.Errorf("write program: %w", err)
+	}
+	if err := os.Chmod(f, 0o444); err != nil {
+		return nil, fmt.Errorf("write program: %w", err)
+	}
+
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	start := time.Now()
+	if err := s.task.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start %s in %s: %w", s.lang.Command[0], s.lang.Image, err)
+	}
+	res := &Result{Language: s.lang.Name, Image: s.lang.Image, Timeout: timeout}
+	var (
+		status containerd.ExitStatus
+		err    error
+	)
+	select {
+	case status = <-s.exited:
+	case <-timer.C:
+		res.TimedOut = true
+		if status, err = s.kill(ctx); err != nil {
+			return nil, err
+		}
+	case <-ctx.Done():
+		// The caller gave up: kill now; destroy deletes the rest.
+		s.kill(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("run cancelled: %w", context.Cause(ctx))
+	}
+	res.Duration = time.Since(start)
+	s.drain()
+
+	code, _, err := status.Result()
+	if err != nil {
+		return nil, fmt.Errorf("read exit status: %w", err)
+	}
+	res.ExitCode = int(code)
+	if code > 128 && code <= 128+64 {
+		sig := syscall.Signal(code - 128)
+		res.Signal = signalName(sig)
+		if sig == syscall.SIGKILL && !res.TimedOut {
+			// Only the kernel's OOM killer sends a SIGKILL that we did
+			// not; its event may trail the exit a little.
+			t := time.NewTimer(oomGrace)
+			select {
+			case <-s.oom:
+				res.OOMKilled = true
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	if !res.OOMKilled && isClosed(s.oom) {
+		res.OOMKilled = true
+	}
+	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
+	res.Stderr, res.StderrDropped = s.stderr.Bytes()
+	return res, nil
+}
+
+// kill kills every process of the task and waits for it to be reported
+// gone.
+func (s *sandbox) kill(ctx context.Context) (containerd.ExitStatus, error) {
+	if err := s.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+		s.e.log.Warn("kill sandbox", "run", s.id, "err", err)
+	}
+	t := time.NewTimer(exitTimeout)
+	defer t.Stop()
+	select {
+	case st := <-s.exited:
+		return st, nil
+	case <-t.C:
+		return containerd.ExitStatus{}, fmt.Errorf("sandbox %s did not exit within %s of SIGKILL", s.id, exitTimeout)
+	}
+}
+
+// drain waits, boundedly, for the output copiers to reach the end of both
+// streams; the shim closes them once every process in the sandbox is gone.
+func (s *sandbox) drain() {
+	done := make(chan struct{})
+	go func() {
+		s.task.IO().Wait()
+		close(done)
+	}()
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.e.log.Warn("output did not end after the sandbox exited", "run", s.id)
+	}
+}
+
+// destroy deletes the task (killing what still runs), the container with
+// its snapshot, and the host directory, on a context that outlives the
+// (possibly cancelled) request. What is already gone counts as deleted.
+func (s *sandbox) destroy(ctx context.Context) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if s.task != nil {
+		if _, err := s.task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			s.e.log.Warn("delete task", "run", s.id, "err", err)
+		}
+	}
+	if s.container != nil {
+		// deleteContainer also finds a task whose creation failed on our
+		// side but not in the daemon.
+		if err := deleteContainer(ctx, s.container); err != nil {
+			s.e.log.Warn("delete sandbox", "run", s.id, "err", err)
+		}
+	}
+	if s.stopOOM != nil {
+		s.stopOOM()
+	}
+	if s.dir != "" {
+		if err := os.RemoveAll(s.dir); err != nil {
+			s.e.log.Warn("remove run directory", "run", s.id, "err", err)
+		}
+	}
+	s.e.log.Debug("sandbox destroyed", "run", s.id, "took", time.Since(start))
+}
+
+func signalName(sig syscall.Signal) string {
+	if name := unix.SignalName(sig); name != "" {
+		return name
+	}
+	return fmt.Sprintf("signal %d", int(sig))
+}
