@@ -161,6 +161,9 @@ type Language struct {
 	Description string `toml:"description"`
 	// Disabled leaves the language out entirely.
 	Disabled bool `toml:"disabled"`
+	// Pool is how many sandboxes are kept created and waiting for a
+	// program, each used once; 0 creates every sandbox on demand.
+	Pool int `toml:"pool"`
 	// Limits overrides [limits] for this language.
 	Limits LimitOverrides `toml:"limits"`
 }
@@ -290,6 +293,10 @@ var (
 	namespaceName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,74}[A-Za-z0-9])?$`)
 )
 
+// maxPool bounds a language's pool of ready sandboxes: each holds a shim
+// and a waiting process.
+const maxPool = 32
+
 // minMemory is the least memory limit runc can start a container with,
 // with room for an interpreter.
 const minMemory = 8 << 20
@@ -365,6 +372,9 @@ func (c *Config) Validate() error {
 			bad(key+".tool", "%q is also the tool of languages.%s; tool names must be unique", l.Tool, other)
 		}
 		tools[l.Tool] = n
+		if l.Pool < 0 || l.Pool > maxPool {
+			bad(key+".pool", "%d; want 0 (create on demand) to %d", l.Pool, maxPool)
+		}
 		errs = append(errs, validateLimits(key+".limits", c.LimitsFor(n))...)
 	}
 	return errors.Join(errs...)

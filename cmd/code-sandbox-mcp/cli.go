@@ -296,6 +296,7 @@ func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Co
 			File:    l.File,
 			Env:     append([]string(nil), l.Env...),
 			Runtime: rt,
+			Pool:    l.Pool,
 			Limits: exec.Limits{
 				MemoryBytes: int64(lim.Memory),
 				CPUs:        lim.CPUs,
