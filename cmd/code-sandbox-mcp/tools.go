@@ -46,7 +46,7 @@ const outputSchema = `{
   "properties": {
     "stdout": {"type": "string", "description": "The program's standard output (head and tail kept if it was too long)."},
     "stderr": {"type": "string", "description": "The program's standard error (head and tail kept if it was too long)."},
-    "exit_code": {"type": "integer", "description": "The program's exit status; -1 if a signal killed it."},
+    "exit_code": {"type": "integer", "description": "The program's exit status; 128+N if signal N killed it."},
     "signal": {"type": "string", "description": "The signal that killed the program, such as SIGKILL; empty if none."},
     "timed_out": {"type": "boolean", "description": "The run hit its time limit and was killed."},
     "oom_killed": {"type": "boolean", "description": "The run hit its memory limit and was killed."},
