@@ -19,7 +19,10 @@ import (
 	"testing"
 	"time"
 
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -55,11 +58,8 @@ func mcpBinary(t *testing.T) string {
 var unpackOnce sync.Once
 
 // unpackImages unpacks the test images once, before the first server
-// starts. A server unpacks them in the background at start; a test that
-// ends first stops the server mid-unpack, and containerd's unpacker then
-// fails to remove its extraction snapshot (it cleans up with the cancelled
-// context), which assertNoLeftovers would rightly report. That is a known
-// gap of exec's Prepare, not of what these tests check.
+// starts, so that no test's time limit is spent on the first unpack (which
+// a server stopped mid-way would still finish before it exits).
 func unpackImages(t *testing.T) {
 	t.Helper()
 	unpackOnce.Do(func() {
@@ -355,7 +355,8 @@ func TestMCPTimeout(t *testing.T) {
 	}
 }
 
-// containerCount is the number of containers in the test namespace.
+// containerCount is the number of containers in the test namespace,
+// those the server's pools keep ready included.
 func containerCount(t *testing.T) int {
 	t.Helper()
 	cs, err := testClient.Containers(testContext(t))
@@ -363,6 +364,34 @@ func containerCount(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(cs)
+}
+
+// runningSandboxes returns the ids of the sandboxes whose program runs: a
+// pool's ready sandboxes have a task too, but not yet a running one.
+func runningSandboxes(t *testing.T) []string {
+	t.Helper()
+	ts, err := testClient.TaskService().List(testContext(t), &tasksapi.ListTasksRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, task := range ts.Tasks {
+		if task.Status == tasktypes.Status_RUNNING {
+			ids = append(ids, task.ID)
+		}
+	}
+	return ids
+}
+
+// gone reports whether none of the containers ids exists any more.
+func gone(t *testing.T, ids []string) bool {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := testClient.LoadContainer(testContext(t), id); !errdefs.IsNotFound(err) {
+			return false
+		}
+	}
+	return true
 }
 
 // waitFor polls cond every 50ms until it holds or d has passed.
@@ -387,16 +416,17 @@ func TestMCPCancellationKillsTheRun(t *testing.T) {
 		}})
 		done <- err
 	}()
-	if !waitFor(30*time.Second, func() bool { return containerCount(t) > 0 }) {
-		t.Fatal("no sandbox appeared within 30s")
+	var running []string
+	if !waitFor(30*time.Second, func() bool { running = runningSandboxes(t); return len(running) > 0 }) {
+		t.Fatal("no sandbox ran within 30s")
 	}
 	time.Sleep(500 * time.Millisecond)
 	cancel()
 	if err := <-done; err == nil {
 		t.Error("cancelled call returned no error")
 	}
-	if !waitFor(15*time.Second, func() bool { return containerCount(t) == 0 }) {
-		t.Error("the sandbox is still there 15s after the call was cancelled")
+	if !waitFor(15*time.Second, func() bool { return gone(t, running) }) {
+		t.Errorf("sandbox %v is still there 15s after the call was cancelled", running)
 	}
 	// The server is still serving.
 	if r := s.call(testContext(t), t, "run_python_code", code("print('after')")); r.text != "after\n" {
@@ -660,16 +690,17 @@ func TestMCPSIGTERMEndsRunsAndExitsCleanly(t *testing.T) {
 	r.next(t)
 	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":"import time\ntime.sleep(60)"}}}`)
-	if !waitFor(30*time.Second, func() bool { return containerCount(t) > 0 }) {
-		t.Fatal("no sandbox appeared within 30s")
+	var running []string
+	if !waitFor(30*time.Second, func() bool { running = runningSandboxes(t); return len(running) > 0 }) {
+		t.Fatal("no sandbox ran within 30s")
 	}
 	start := time.Now()
 	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	// The cleanup waits for a zero exit and checks for leftovers.
-	if !waitFor(20*time.Second, func() bool { return containerCount(t) == 0 }) {
-		t.Errorf("the sandbox is still there 20s after SIGTERM")
+	if !waitFor(20*time.Second, func() bool { return gone(t, running) && containerCount(t) == 0 }) {
+		t.Errorf("sandboxes are still there 20s after SIGTERM")
 	}
 	t.Logf("sandbox gone %s after SIGTERM", time.Since(start).Round(time.Millisecond))
 }
