@@ -1,0 +1,289 @@
+package integration
+
+// Helpers shared by the isolation suite (isolation_a_test.go and
+// isolation_b_test.go): a hostile program run through the real server, with
+// the ids of the sandboxes it ran in, and afterCase, what the host must look
+// like afterwards.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apievents "github.com/containerd/containerd/api/events"
+	"github.com/containerd/errdefs"
+	"github.com/containerd/typeurl/v2"
+)
+
+// toolFor maps a language to its tool.
+var toolFor = map[string]string{"python": "run_python_code", "javascript": "run_js_code"}
+
+// hostileRun is one hostile program's result and what ran it.
+type hostileRun struct {
+	toolResult
+	// ids are the sandboxes whose task started while the call was in
+	// flight: the one that ran the program, and those of any call made at
+	// the same time on the same daemon.
+	ids []string
+	// took is the call's wall-clock time, as the client saw it.
+	took time.Duration
+	// watch saw the starts; afterCase asks it which cgroups it saw.
+	watch *startWatch
+}
+
+// hostileOpt changes how hostile calls the tool.
+type hostileOpt func(args map[string]any)
+
+// withTimeout asks for a run of at most sec seconds (timeout_seconds).
+func withTimeout(sec int) hostileOpt {
+	return func(args map[string]any) { args["timeout_seconds"] = sec }
+}
+
+// hostile runs src in lang ("python" or "javascript") on s, and returns the
+// result with the ids of the sandboxes started meanwhile. It fails the test
+// if no sandbox started, since then the case proved nothing about one.
+func hostile(t *testing.T, s *mcpServer, lang, src string, opts ...hostileOpt) hostileRun {
+	t.Helper()
+	tool, ok := toolFor[lang]
+	if !ok {
+		t.Fatalf("hostile: unknown language %q", lang)
+	}
+	args := code(src)
+	for _, o := range opts {
+		o(args)
+	}
+	w := watchStarts(t)
+	start := time.Now()
+	r := s.call(testContext(t), t, tool, args)
+	took := time.Since(start)
+	// The start event is published before the program can exit, but it
+	// may reach this subscriber a moment after the call returned.
+	if !waitFor(5*time.Second, func() bool { return len(w.seen()) > 0 }) {
+		t.Fatalf("%s call returned %q (isError %v) but no sandbox task started", tool, r.text, r.isError)
+	}
+	return hostileRun{toolResult: r, ids: w.seen(), took: took, watch: w}
+}
+
+// startWatch records the tasks that start in testNamespace, and whether
+// their cgroup was where cgroupDirs says at that moment.
+type startWatch struct {
+	mu     sync.Mutex
+	ids    []string
+	cgroup map[string]bool // id: every directory of cgroupDirs existed at start
+}
+
+// watchStarts subscribes to task starts; it returns once the subscription
+// is live, so no start after it is missed. It ends with the test.
+func watchStarts(t *testing.T) *startWatch {
+	t.Helper()
+	ctx, cancel := context.WithCancel(testContext(t))
+	t.Cleanup(cancel)
+	const probe = "/code-sandbox-test/watch-ready"
+	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic==`+fmt.Sprintf("%q", probe))
+	w := &startWatch{cgroup: map[string]bool{}}
+	ready := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case env, ok := <-evs:
+				if !ok {
+					return
+				}
+				if env.Topic == probe {
+					select {
+					case <-ready:
+					default:
+						close(ready)
+					}
+					continue
+				}
+				if env.Namespace != testNamespace {
+					continue
+				}
+				v, err := typeurl.UnmarshalAny(env.Event)
+				if err != nil {
+					continue
+				}
+				if e, ok := v.(*apievents.TaskStart); ok {
+					w.add(e.ContainerID)
+				}
+			case <-errs:
+				return
+			}
+		}
+	}()
+	// Publish probes until one comes back: then the stream is live.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if err := testClient.EventService().Publish(ctx, probe, &apievents.TaskStart{ContainerID: "probe"}); err != nil {
+			t.Fatalf("publish a probe event: %v", err)
+		}
+		select {
+		case <-ready:
+			return w
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the containerd event subscription did not become live in 10s")
+		}
+	}
+}
+
+func (w *startWatch) add(id string) {
+	all := true
+	for _, d := range cgroupDirs(id) {
+		if _, err := os.Stat(d); err != nil {
+			all = false
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !slices.Contains(w.ids, id) {
+		w.ids = append(w.ids, id)
+	}
+	w.cgroup[id] = all
+}
+
+// seen returns the ids of the tasks started so far.
+func (w *startWatch) seen() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.ids)
+}
+
+func (w *startWatch) sawCgroup(id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cgroup[id]
+}
+
+// cgroupV2 reports whether the host mounts the unified hierarchy alone at
+// /sys/fs/cgroup. A hybrid host (v1 controllers, unified at
+// /sys/fs/cgroup/unified) counts as v1: runc puts the limits in v1 there.
+func cgroupV2() bool {
+	_, err := os.Stat("/sys/fs/cgroup/cgroup.controllers")
+	return err == nil
+}
+
+// cgroupDirs returns the cgroup directories of sandbox id. containerd's
+// default spec puts a container in cgroupsPath /NAMESPACE/ID and the runc
+// shim uses the cgroupfs driver, so on v1 that path is under each
+// controller's hierarchy (we look at the ones our limits use) and on v2
+// under the unified root.
+func cgroupDirs(id string) []string {
+	if cgroupV2() {
+		return []string{filepath.Join("/sys/fs/cgroup", testNamespace, id)}
+	}
+	var out []string
+	for _, c := range []string{"memory", "pids", "cpu"} {
+		out = append(out, filepath.Join("/sys/fs/cgroup", c, testNamespace, id))
+	}
+	return out
+}
+
+// afterCase checks the host after hostile runs: the server answers a
+// normal run promptly; each run's sandbox container is gone and so is its
+// cgroup, which was seen while it ran (so the check looks in the right
+// place). What startMCP's cleanup checks when the server exits (tasks,
+// snapshots, shims, mounts, state directory) comes on top.
+func afterCase(t *testing.T, s *mcpServer, runs ...hostileRun) {
+	t.Helper()
+	// A hostile run is destroyed in the background, and a normal run must
+	// not wait for that. 2 cores, maybe another suite at once: a fresh
+	// python start takes well under a second; 10 s is a hung server.
+	ctx, cancel := context.WithTimeout(testContext(t), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	r := s.call(ctx, t, "run_python_code", code("print(1)"))
+	if took := time.Since(start); r.text != "1\n" || r.isError || took > 10*time.Second {
+		t.Errorf("normal run after the hostile one: %q (isError %v) in %s; want 1 within 10s", r.text, r.isError, took.Round(time.Millisecond))
+	}
+
+	var ids []string
+	sawCgroup := false
+	for _, run := range runs {
+		for _, id := range run.ids {
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+			if run.watch != nil && run.watch.sawCgroup(id) {
+				sawCgroup = true
+			}
+		}
+	}
+	if len(ids) == 0 {
+		t.Fatal("afterCase: no sandbox ids to check")
+	}
+	if !sawCgroup {
+		t.Errorf("none of the cgroups %v existed while its run started; the cgroup checks look in the wrong place", cgroupDirs(ids[0]))
+	}
+	var left []string
+	waitFor(30*time.Second, func() bool {
+		left = leftOf(t, ids)
+		return len(left) == 0
+	})
+	if len(left) > 0 {
+		t.Errorf("30s after the run: got %v; want no container or cgroup of runs %v", left, ids)
+	}
+}
+
+// leftOf lists what remains of the sandboxes ids: their containers and
+// cgroup directories.
+func leftOf(t *testing.T, ids []string) []string {
+	t.Helper()
+	var left []string
+	for _, id := range ids {
+		_, err := testClient.LoadContainer(testContext(t), id)
+		if !errdefs.IsNotFound(err) {
+			left = append(left, "container "+id)
+		}
+		for _, d := range cgroupDirs(id) {
+			if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
+				left = append(left, "cgroup "+d)
+			}
+		}
+	}
+	return left
+}
+
+// serverPID returns the pid of the one running code-sandbox-mcp binary this
+// test run built: tests of a package run one at a time, and each startMCP
+// starts one server.
+func serverPID(t *testing.T) int {
+	t.Helper()
+	bin := mcpBinary(t)
+	var pids []int
+	for pid, args := range processes() {
+		if args[0] == bin {
+			pids = append(pids, pid)
+		}
+	}
+	if len(pids) != 1 {
+		t.Fatalf("processes running %s: %v; want exactly one server", bin, pids)
+	}
+	return pids[0]
+}
+
+// procStatusKB reads a "Key:   N kB" field of /proc/PID/status.
+func procStatusKB(pid int, key string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			var n int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &n); err != nil {
+				return 0, fmt.Errorf("/proc/%d/status %s: %v", pid, key, err)
+			}
+			return n, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, key)
+}
