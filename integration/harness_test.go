@@ -48,6 +48,8 @@ var (
 	// testDir is the harness's temporary directory: the daemon's root,
 	// state, socket and log, and the tests' state directories.
 	testDir string
+	// testShimDir is where the daemon's shim should come from.
+	testShimDir string
 )
 
 // harnessPrefix starts the name of every harness directory, so that a run
@@ -212,7 +214,7 @@ func (h *harness) start() error {
 	if err != nil {
 		return err
 	}
-	h.dir, testDir = dir, dir
+	h.dir, testDir, testShimDir = dir, dir, h.cfg.shimDir
 	h.lock, err = os.Create(filepath.Join(dir, "lock"))
 	if err != nil {
 		return err
@@ -671,6 +673,18 @@ func TestHarnessDaemon(t *testing.T) {
 	if err != nil {
 		c.Delete(ctx, containerd.WithSnapshotCleanup)
 		t.Fatalf("new task: %v", err)
+	}
+	// Each daemon must run its own shim, which PATH decides: check it did.
+	for pid, args := range processes() {
+		if isShim(args) && slices.Contains(args, testAddress) {
+			exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(pid), "exe"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := filepath.Dir(exe), filepath.Clean(testShimDir); got != want {
+				t.Errorf("shim %d runs %s: got it from %s; want from %s (SANDBOX_SHIM_DIR)", pid, exe, got, want)
+			}
+		}
 	}
 	stateDir := newStateDir(t)
 	if err := os.WriteFile(filepath.Join(stateDir, "left"), nil, 0o600); err != nil {
