@@ -660,7 +660,10 @@ func TestHarnessDaemon(t *testing.T) {
 	if err := img.Unpack(ctx, ""); err != nil {
 		t.Fatalf("unpack %s: %v", pythonImage, err)
 	}
-	id := strings.ReplaceAll(t.Name(), "/", "-")
+	// runc's state (/run/containerd/runc/NAMESPACE/ID) and the cgroups are
+	// shared with other runs on this host; the harness dir's suffix keeps
+	// the id ours.
+	id := t.Name() + strings.TrimPrefix(filepath.Base(testDir), harnessPrefix[:len(harnessPrefix)-1])
 	c, err := testClient.NewContainer(ctx, id,
 		containerd.WithImage(img),
 		containerd.WithNewSnapshot(id, img),
