@@ -49,5 +49,5 @@ test: ## unit, then integration; works on a fresh Debian 12 machine as root.
 	@$(MAKE) unit
 	@$(MAKE) integration
 
-bench: ## Placeholder: runs the benchmarks of ./... (none yet; the integration suite skips itself).
-	@SANDBOX_INTEGRATION=0 $(GO) test -run xxx -bench . ./...
+bench: ## Issue #5's side-by-side benchmark on private containerd 1.6 (root; table on stdout, JSON in bin/bench.json).
+	@$(setup_env) scripts/bench

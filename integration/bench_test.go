@@ -1,0 +1,1062 @@
+package integration
+
+// BenchmarkSideBySide is issue #5's benchmark (`make bench`): in one run, on
+// the same machine and the same images, it measures
+//
+//   - end-to-end tools/call latency of the real binary over stdio, with the
+//     default pool (calls paced so that the pool is full again, as between
+//     an assistant's calls; and back to back) and with pool = 0;
+//   - the same programs through `podman run --rm` and `docker run --rm` with
+//     equivalent flags, when those runtimes work here;
+//   - the floor: the interpreter started directly in an unpacked copy of the
+//     image (chroot), no container;
+//   - throughput at concurrency 1, 4, 8, 16 and the server's RSS;
+//   - the time from the server's exec to its first result.
+//
+// It samples on its own and runs once: go test -run '^$' -bench SideBySide
+// -benchtime 1x ./integration. It prints a table and writes the same as
+// JSON to BENCH_JSON (default: bin/bench.json in the repository). BENCH_N
+// (default 200) is the number of calls per hello row; the numpy/pandas rows
+// make a tenth of it, at least 20.
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"code-sandbox-mcp/config"
+	sandboxoci "code-sandbox-mcp/oci"
+)
+
+// benchProgram is one program every runtime runs.
+type benchProgram struct {
+	name string // row label
+	lang string // config language: python or javascript
+	tool string
+	code string
+	want string // the exact stdout
+	few  bool   // slow: sampled fewer times
+}
+
+var benchPrograms = []benchProgram{
+	{name: "python hello", lang: "python", tool: "run_python_code", code: `print("hello")`, want: "hello\n"},
+	{name: "node hello", lang: "javascript", tool: "run_js_code", code: `console.log("hello")`, want: "hello\n"},
+	{name: "python numpy+pandas", lang: "python", tool: "run_python_code", few: true,
+		code: "import numpy as np\nimport pandas as pd\nprint(int(pd.DataFrame({'a': np.arange(4)})['a'].sum()))", want: "6\n"},
+}
+
+// bigOutput prints 64 KiB, for the RSS-at-16 row.
+var bigOutput = benchProgram{name: "python 64 KiB out", lang: "python", tool: "run_python_code",
+	code: "import sys\nsys.stdout.write('x' * 65535 + '\\n')", want: strings.Repeat("x", 65535) + "\n"}
+
+// containerFlags are the isolation flags of the podman and docker rows, the
+// server's defaults in their terms. The ulimits are there because podman's
+// defaults for them are above this kind of VM's hard limits, and runc
+// then fails to start the container.
+var containerFlags = []string{
+	"--network=none", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--read-only",
+	"--tmpfs", "/tmp:size=64m", "--memory=512m", "--memory-swap=512m", "--cpus=1",
+	"--pids-limit=128", "--user", "65534:65534",
+	"--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024",
+}
+
+// latencyRow is one runtime's latencies for one program.
+type latencyRow struct {
+	Runtime     string  `json:"runtime"`
+	Program     string  `json:"program"`
+	N           int     `json:"n,omitempty"`
+	P50Ms       float64 `json:"p50_ms,omitempty"`
+	P95Ms       float64 `json:"p95_ms,omitempty"`
+	P99Ms       float64 `json:"p99_ms,omitempty"`
+	MeanMs      float64 `json:"mean_ms,omitempty"`
+	RunP50Ms    float64 `json:"run_p50_ms,omitempty"`     // the server's duration_ms: Start to exit
+	DestroyP50  float64 `json:"destroy_p50_ms,omitempty"` // "sandbox destroyed" took, off the response path
+	Unavailable string  `json:"unavailable,omitempty"`
+}
+
+// throughputRow is one concurrency level through the server.
+type throughputRow struct {
+	Concurrency int     `json:"concurrency"`
+	Program     string  `json:"program"`
+	Runs        int     `json:"runs"`
+	Seconds     float64 `json:"seconds"`
+	RunsPerSec  float64 `json:"runs_per_s"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	PeakRSSMiB  float64 `json:"peak_rss_mib"`
+}
+
+// target is one of issue #5's targets and where it stands.
+type target struct {
+	Name  string `json:"name"`
+	Got   string `json:"got"`
+	Met   bool   `json:"met"`
+	Known bool   `json:"known"` // false: not measurable in this run
+}
+
+// benchReport is everything the run measured; it is the JSON.
+type benchReport struct {
+	Date        string          `json:"date"`
+	Machine     string          `json:"machine"`
+	Containerd  string          `json:"containerd"`
+	Pool        int             `json:"pool"`
+	Latency     []latencyRow    `json:"latency"`
+	Throughput  []throughputRow `json:"throughput"`
+	IdleRSSMiB  float64         `json:"idle_rss_mib"`
+	FirstResult []float64       `json:"first_result_ms"`
+	Phases      []string        `json:"phases,omitempty"` // debug "run phases" lines, summarized
+	Targets     []target        `json:"targets"`
+	Notes       []string        `json:"notes,omitempty"`
+}
+
+func BenchmarkSideBySide(b *testing.B) {
+	n := 200
+	if v := os.Getenv("BENCH_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			b.Fatalf("BENCH_N=%q: want a positive integer", v)
+		}
+	}
+	nFew := max(n/10, 20)
+	samples := func(p benchProgram) int {
+		if p.few {
+			return nFew
+		}
+		return n
+	}
+	out := os.Getenv("BENCH_JSON")
+	if out == "" {
+		out = filepath.Join("..", "bin", "bench.json")
+	}
+	defaults := config.Default()
+	pool := defaults.Languages["python"].Pool
+	rep := &benchReport{
+		Date:       time.Now().UTC().Format("2006-01-02"),
+		Machine:    machine(),
+		Containerd: containerdVersion(b),
+		Pool:       pool,
+	}
+	bin := benchBinary(b)
+	benchUnpack(b)
+
+	// The floor.
+	for _, p := range benchPrograms {
+		rep.Latency = append(rep.Latency, floorRow(b, p, samples(p)))
+	}
+
+	// The server with its default pool: paced, then back to back, then
+	// throughput; idle RSS first.
+	s := startBench(b, bin, "concurrency = 16\n")
+	s.waitQuiet(b, 2*pool)
+	time.Sleep(time.Second)
+	rep.IdleRSSMiB = s.rss()
+	for _, p := range benchPrograms {
+		rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
+	}
+	for _, p := range benchPrograms {
+		rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d, back to back", pool), p, samples(p), -1))
+	}
+	for _, c := range []int{1, 4, 8, 16} {
+		s.waitQuiet(b, 2*pool)
+		rep.Throughput = append(rep.Throughput, s.throughput(b, benchPrograms[0], c, 8*time.Second))
+	}
+	s.waitQuiet(b, 2*pool)
+	rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
+	rep.Phases = s.phases()
+	s.close(b)
+
+	// On demand.
+	s = startBench(b, bin, "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n")
+	for _, p := range benchPrograms {
+		rep.Latency = append(rep.Latency, s.latency(b, "ours, pool 0", p, samples(p), 0))
+	}
+	s.close(b)
+
+	// Time to the first result, from the exec of a fresh server.
+	for range 5 {
+		start := time.Now()
+		s := startBench(b, bin, "")
+		s.call(b, benchPrograms[0])
+		rep.FirstResult = append(rep.FirstResult, ms(time.Since(start)))
+		s.close(b)
+	}
+
+	for _, rt := range []string{"podman", "docker"} {
+		for i, p := range benchPrograms {
+			row := cliRow(b, rt, p, samples(p))
+			if i == 0 && row.Unavailable != "" {
+				row.Program = "all"
+				rep.Latency = append(rep.Latency, row)
+				break
+			}
+			rep.Latency = append(rep.Latency, row)
+		}
+	}
+
+	rep.judge()
+	rep.Targets = append(rep.Targets, target{
+		Name:  "nothing left (containers, tasks, snapshots, shims, mounts, state)",
+		Got:   fmt.Sprintf("checked at each of %d servers' exit, after %d runs in all", servers.Load(), runs.Load()),
+		Met:   !b.Failed(),
+		Known: true,
+	})
+	text := rep.table()
+	fmt.Print(text)
+	data, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("bench: wrote %s\n", out)
+
+	for _, r := range rep.Latency {
+		if r.Unavailable == "" && strings.HasPrefix(r.Runtime, "ours, pool") && !strings.HasSuffix(r.Runtime, "back") {
+			unit := strings.NewReplacer(" ", "_", ",", "", "+", "_").Replace(r.Runtime + "/" + r.Program)
+			b.ReportMetric(r.P50Ms, "p50-ms/"+unit)
+		}
+	}
+	for _, r := range rep.Throughput {
+		if r.Program == benchPrograms[0].name {
+			b.ReportMetric(r.RunsPerSec, fmt.Sprintf("runs/s@%d", r.Concurrency))
+		}
+	}
+	b.ReportMetric(rep.IdleRSSMiB, "idle-rss-MiB")
+}
+
+// benchBinary builds the server once, into the harness directory.
+func benchBinary(b *testing.B) string {
+	b.Helper()
+	path := filepath.Join(testDir, "bench-bin", "code-sandbox-mcp")
+	if _, err := os.Stat(path); err == nil {
+		return path
+	}
+	cmd := osexec.Command("go", "build", "-o", path, "code-sandbox-mcp/cmd/code-sandbox-mcp")
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return path
+}
+
+// benchUnpack unpacks the images before any server starts, so no row pays
+// for it.
+func benchUnpack(b *testing.B) {
+	b.Helper()
+	ctx := testContext(b)
+	for _, ref := range testImages {
+		img, err := testClient.GetImage(ctx, ref)
+		if err != nil {
+			b.Fatalf("image %s: %v", ref, err)
+		}
+		if err := img.Unpack(ctx, ""); err != nil {
+			b.Fatalf("unpack %s: %v", ref, err)
+		}
+	}
+}
+
+// Counted for the leftovers line.
+var servers, runs atomic.Int64
+
+// benchServer is a running server with an MCP client on its stdio.
+type benchServer struct {
+	c        *client.Client
+	cmd      *osexec.Cmd
+	stderr   *syncBuffer
+	stateDir string
+}
+
+// startBench starts the binary at debug level with sandboxTOML (lines of
+// [sandbox], then more tables) and initializes a session.
+func startBench(b *testing.B, bin, sandboxTOML string) *benchServer {
+	b.Helper()
+	stateDir := newStateDir(b)
+	cfgPath := filepath.Join(b.TempDir(), "sandbox.toml")
+	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("[sandbox]\nstate_dir = %q\n%s", stateDir, sandboxTOML)), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	cmd := osexec.Command(bin, "--log-level", "debug", "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	s := &benchServer{cmd: cmd, stderr: &syncBuffer{}, stateDir: stateDir}
+	cmd.Stderr = s.stderr
+	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
+		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
+			return cmd, nil
+		}))
+	s.c = client.NewClient(tr)
+	servers.Add(1)
+	ctx := testContext(b)
+	if err := s.c.Start(ctx); err != nil {
+		b.Fatalf("start %s: %v", bin, err)
+	}
+	if _, err := s.c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ClientInfo: mcp.Implementation{Name: "bench", Version: "1"},
+	}}); err != nil {
+		b.Fatalf("initialize: %v\nstderr:\n%s", err, s.stderr)
+	}
+	return s
+}
+
+// close ends the session; the server must exit cleanly and leave nothing.
+func (s *benchServer) close(b *testing.B) {
+	b.Helper()
+	if err := s.c.Close(); err != nil {
+		b.Errorf("close the client (the server's exit): %v\nstderr:\n%s", err, s.stderr)
+	}
+	assertNoLeftovers(b, s.stateDir)
+	if strings.Contains(s.stderr.String(), "panic") {
+		b.Errorf("server stderr has a panic:\n%s", s.stderr)
+	}
+}
+
+// call runs p once and checks its output.
+func (s *benchServer) call(b *testing.B, p benchProgram) {
+	b.Helper()
+	if _, err := s.callErr(p); err != nil {
+		b.Fatalf("%s: %v\nstderr tail:\n%s", p.name, err, tail(s.stderr.String(), 2000))
+	}
+}
+
+// callErr runs p once and returns the server's run duration (Start to
+// exit, from the structured result).
+func (s *benchServer) callErr(p benchProgram) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: p.tool, Arguments: code(p.code)}})
+	runs.Add(1)
+	if err != nil {
+		return 0, err
+	}
+	var text string
+	if len(res.Content) == 1 {
+		if tc, ok := res.Content[0].(mcp.TextContent); ok {
+			text = tc.Text
+		}
+	}
+	if res.IsError || text != p.want {
+		return 0, fmt.Errorf("got %q (isError %v); want %q", tail(text, 300), res.IsError, tail(p.want, 20))
+	}
+	var out struct {
+		DurationMs float64 `json:"duration_ms"`
+	}
+	if data, err := json.Marshal(res.StructuredContent); err == nil {
+		json.Unmarshal(data, &out)
+	}
+	return time.Duration(out.DurationMs * float64(time.Millisecond)), nil
+}
+
+// latency calls p n times, one at a time. With ready >= 0 it first waits,
+// untimed, until the namespace holds just ready idle sandboxes (a full
+// pool, or none): calls then see a server at rest, as between an
+// assistant's calls. With ready < 0 the calls are back to back.
+func (s *benchServer) latency(b *testing.B, runtime string, p benchProgram, n, ready int) latencyRow {
+	b.Helper()
+	s.call(b, p) // warm the page cache and the client
+	before := len(s.destroyTimes())
+	var lat, run []time.Duration
+	for range n {
+		if ready >= 0 {
+			s.waitQuiet(b, ready)
+		}
+		start := time.Now()
+		d, err := s.callErr(p)
+		if err != nil {
+			b.Fatalf("%s %s: %v\nstderr tail:\n%s", runtime, p.name, err, tail(s.stderr.String(), 2000))
+		}
+		lat = append(lat, time.Since(start))
+		run = append(run, d)
+	}
+	row := summarize(runtime, p.name, lat)
+	row.RunP50Ms = ms(percentile(run, 50))
+	if ready >= 0 {
+		s.waitQuiet(b, ready)
+	}
+	if d := s.destroyTimes(); len(d) > before {
+		row.DestroyP50 = ms(percentile(d[before:], 50))
+	}
+	fmt.Fprintf(os.Stderr, "bench: %-32s %-20s p50 %7.1f ms\n", runtime, p.name, row.P50Ms)
+	return row
+}
+
+// waitQuiet waits until the namespace holds exactly ready containers, all
+// with a created (not started) task: used sandboxes are destroyed and the
+// pools are full. It gives up after 30s and says so.
+func (s *benchServer) waitQuiet(b *testing.B, ready int) {
+	b.Helper()
+	ctx := testContext(b)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cs, err := testClient.Containers(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		created := 0
+		for _, t := range ts.Tasks {
+			if t.Status == tasktypes.Status_CREATED {
+				created++
+			}
+		}
+		if len(cs) == ready && len(ts.Tasks) == ready && created == ready {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Logf("waiting for %d ready sandboxes: %d containers, %d tasks (%d created) after 30s; going on", ready, len(cs), len(ts.Tasks), created)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// throughput runs p from c workers for d and samples the server's RSS.
+func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Duration) throughputRow {
+	b.Helper()
+	var (
+		peak atomic.Int64
+		stop = make(chan struct{})
+		wg   sync.WaitGroup
+	)
+	go func() {
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if kib := s.rssKiB(); kib > peak.Load() {
+				peak.Store(kib)
+			}
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	var (
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs []error
+	)
+	start := time.Now()
+	end := start.Add(d)
+	for range c {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				t0 := time.Now()
+				_, err := s.callErr(p)
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					lat = append(lat, time.Since(t0))
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(stop)
+	if len(errs) > 0 {
+		b.Fatalf("%s at concurrency %d: %v\nstderr tail:\n%s", p.name, c, errs[0], tail(s.stderr.String(), 2000))
+	}
+	row := throughputRow{
+		Concurrency: c,
+		Program:     p.name,
+		Runs:        len(lat),
+		Seconds:     round(elapsed.Seconds()),
+		RunsPerSec:  round(float64(len(lat)) / elapsed.Seconds()),
+		P50Ms:       ms(percentile(lat, 50)),
+		P99Ms:       ms(percentile(lat, 99)),
+		PeakRSSMiB:  round(float64(peak.Load()) / 1024),
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s, peak RSS %.1f MiB\n", p.name, c, row.RunsPerSec, row.PeakRSSMiB)
+	return row
+}
+
+func (s *benchServer) rss() float64 { return round(float64(s.rssKiB()) / 1024) }
+
+// rssKiB is the server's VmRSS, or 0 if it cannot be read.
+func (s *benchServer) rssKiB() int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kib, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kib
+		}
+	}
+	return 0
+}
+
+var (
+	logMsg  = regexp.MustCompile(`msg="?([^"=]*?)"? [a-z_]+=`)
+	logAttr = regexp.MustCompile(`([a-z_]+)=("[^"]*"|\S+)`)
+)
+
+// logDurations returns, for the server's debug lines with message msg, each
+// line's attributes that are durations.
+func (s *benchServer) logDurations(msg string) []map[string]time.Duration {
+	var out []map[string]time.Duration
+	sc := bufio.NewScanner(strings.NewReader(s.stderr.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		m := logMsg.FindStringSubmatch(line)
+		if m == nil || m[1] != msg {
+			continue
+		}
+		attrs := map[string]time.Duration{}
+		for _, a := range logAttr.FindAllStringSubmatch(line, -1) {
+			if d, err := time.ParseDuration(strings.Trim(a[2], `"`)); err == nil {
+				attrs[a[1]] = d
+			}
+		}
+		out = append(out, attrs)
+	}
+	return out
+}
+
+// destroyTimes are the "sandbox destroyed" durations logged so far.
+func (s *benchServer) destroyTimes() []time.Duration {
+	var out []time.Duration
+	for _, a := range s.logDurations("sandbox destroyed") {
+		if d, ok := a["took"]; ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// phases summarizes the "run phases" debug lines, if the server logs any:
+// p50 and p99 of each duration attribute over every run of this server.
+func (s *benchServer) phases() []string {
+	by := map[string][]time.Duration{}
+	for _, a := range s.logDurations("run phases") {
+		for k, d := range a {
+			by[k] = append(by[k], d)
+		}
+	}
+	var out []string
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range by {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		out = append(out, fmt.Sprintf("%s p50 %.1f ms, p99 %.1f ms (n %d)", k, ms(percentile(by[k], 50)), ms(percentile(by[k], 99)), len(by[k])))
+	}
+	return out
+}
+
+// floorRow runs p's interpreter directly in an unpacked copy of its image,
+// as the sandbox's user, with the sandbox's environment, from a program
+// file: everything a run does but the container.
+func floorRow(b *testing.B, p benchProgram, n int) latencyRow {
+	b.Helper()
+	lang := config.Default().Languages[p.lang]
+	root, env := unpackedImage(b, lang.Image)
+	dir := filepath.Join(root, strings.TrimPrefix(sandboxoci.CodeDir, "/"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	file := filepath.Join(dir, lang.File)
+	args := append(append([]string{}, lang.Command...), sandboxoci.ProgramPath(lang.File))
+	env = sandboxoci.Env(env, lang.Env, nil)
+	once := func() (time.Duration, error) {
+		start := time.Now()
+		os.Remove(file)
+		if err := os.WriteFile(file, []byte(p.code), 0o444); err != nil {
+			return 0, err
+		}
+		// The interpreter's path is inside the chroot; both images have
+		// theirs in /usr/bin.
+		cmd := &osexec.Cmd{Path: filepath.Join("/usr/bin", args[0]), Args: args}
+		cmd.Env = env
+		cmd.Dir = "/tmp"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			return 0, fmt.Errorf("%v: %s", err, tail(stderr.String(), 500))
+		}
+		if stdout.String() != p.want {
+			return 0, fmt.Errorf("got %q; want %q", tail(stdout.String(), 100), tail(p.want, 20))
+		}
+		return time.Since(start), nil
+	}
+	if _, err := once(); err != nil {
+		b.Fatalf("floor %s: %v", p.name, err)
+	}
+	var lat []time.Duration
+	for range n {
+		d, err := once()
+		if err != nil {
+			b.Fatalf("floor %s: %v", p.name, err)
+		}
+		lat = append(lat, d)
+	}
+	row := summarize("floor: chroot, no container", p.name, lat)
+	fmt.Fprintf(os.Stderr, "bench: %-32s %-20s p50 %7.1f ms\n", row.Runtime, p.name, row.P50Ms)
+	return row
+}
+
+var (
+	unpackedMu sync.Mutex
+	unpacked   = map[string]unpackedRoot{}
+)
+
+type unpackedRoot struct {
+	dir string
+	env []string
+}
+
+// unpackedImage unpacks the archive of image ref from SANDBOX_IMAGES into a
+// directory, once, and returns it with the image's environment.
+func unpackedImage(b *testing.B, ref string) (string, []string) {
+	b.Helper()
+	unpackedMu.Lock()
+	defer unpackedMu.Unlock()
+	if u, ok := unpacked[ref]; ok {
+		return u.dir, u.env
+	}
+	archive := archiveFor(b, ref)
+	dir := filepath.Join(testDir, "floor", strings.NewReplacer("/", "_", ":", "_").Replace(ref))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	env, err := unpackOCI(archive, dir)
+	if err != nil {
+		b.Fatalf("unpack %s into %s: %v", archive, dir, err)
+	}
+	unpacked[ref] = unpackedRoot{dir, env}
+	return dir, env
+}
+
+// archiveFor returns the archive in SANDBOX_IMAGES whose index names ref.
+func archiveFor(b *testing.B, ref string) string {
+	b.Helper()
+	for _, p := range strings.Split(os.Getenv("SANDBOX_IMAGES"), ":") {
+		if p == "" {
+			continue
+		}
+		blobs, err := ociBlobs(p, func(h *tar.Header) bool { return h.Name == "index.json" })
+		if err == nil && strings.Contains(string(blobs["index.json"]), `"`+ref+`"`) {
+			return p
+		}
+	}
+	b.Fatalf("no archive in SANDBOX_IMAGES holds %s", ref)
+	return ""
+}
+
+// ociBlobs reads the entries of an OCI archive that keep says.
+func ociBlobs(archive string, keep func(h *tar.Header) bool) (map[string][]byte, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string][]byte{}
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if keep(h) {
+			if out[h.Name], err = io.ReadAll(tr); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// unpackOCI extracts the layers of an OCI archive's first image into dir
+// with tar(1) and returns the image's environment. Whiteouts are not
+// applied: our images have a single layer.
+func unpackOCI(archive, dir string) ([]string, error) {
+	small, err := ociBlobs(archive, func(h *tar.Header) bool { return h.Size < 1<<20 })
+	if err != nil {
+		return nil, err
+	}
+	type desc struct {
+		MediaType string `json:"mediaType"`
+		Digest    string `json:"digest"`
+	}
+	blob := func(d desc, v any) error {
+		data, ok := small["blobs/"+strings.Replace(d.Digest, ":", "/", 1)]
+		if !ok {
+			return fmt.Errorf("no blob %s", d.Digest)
+		}
+		return json.Unmarshal(data, v)
+	}
+	var index struct{ Manifests []desc }
+	if err := json.Unmarshal(small["index.json"], &index); err != nil || len(index.Manifests) == 0 {
+		return nil, fmt.Errorf("index.json: no manifest (%v)", err)
+	}
+	var manifest struct {
+		Config desc
+		Layers []desc
+	}
+	if err := blob(index.Manifests[0], &manifest); err != nil {
+		return nil, err
+	}
+	var cfg struct {
+		Config struct{ Env []string }
+	}
+	if err := blob(manifest.Config, &cfg); err != nil {
+		return nil, err
+	}
+	for _, l := range manifest.Layers {
+		if err := extractBlob(archive, "blobs/"+strings.Replace(l.Digest, ":", "/", 1), strings.Contains(l.MediaType, "gzip"), dir); err != nil {
+			return nil, fmt.Errorf("layer %s: %w", l.Digest, err)
+		}
+	}
+	return cfg.Config.Env, nil
+}
+
+// extractBlob pipes the archive's entry name, a layer, to tar -x in dir.
+func extractBlob(archive, name string, gz bool, dir string) error {
+	f, err := os.Open(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			return fmt.Errorf("find %s: %w", name, err)
+		}
+		if h.Name == name {
+			break
+		}
+	}
+	var r io.Reader = tr
+	if gz {
+		zr, err := gzip.NewReader(tr)
+		if err != nil {
+			return err
+		}
+		r = zr
+	}
+	cmd := osexec.Command("tar", "-x", "-p", "--numeric-owner", "-C", dir, "-f", "-")
+	cmd.Stdin = r
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("tar: %v: %s", err, tail(string(out), 500))
+	}
+	return nil
+}
+
+// cliRow runs p through `rt run --rm` n times, or says why it cannot.
+func cliRow(b *testing.B, rt string, p benchProgram, n int) latencyRow {
+	b.Helper()
+	name := rt + " run --rm"
+	unavailable := func(format string, args ...any) latencyRow {
+		r := latencyRow{Runtime: name, Program: p.name, Unavailable: fmt.Sprintf(format, args...)}
+		fmt.Fprintf(os.Stderr, "bench: %-32s %-20s not available: %s\n", name, p.name, r.Unavailable)
+		return r
+	}
+	if _, err := osexec.LookPath(rt); err != nil {
+		return unavailable("%s is not installed", rt)
+	}
+	run := func(timeout time.Duration, args ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		var stdout, stderr bytes.Buffer
+		cmd := osexec.CommandContext(ctx, rt, args...)
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil {
+			msg := strings.TrimSpace(stderr.String())
+			if i := strings.LastIndexByte(msg, '\n'); i >= 0 {
+				msg = msg[i+1:]
+			}
+			return "", fmt.Errorf("`%s %s`: %v: %s", rt, args[0], err, tail(msg, 200))
+		}
+		return stdout.String(), nil
+	}
+	if _, err := run(30*time.Second, "info"); err != nil {
+		return unavailable("%v", err)
+	}
+	lang := config.Default().Languages[p.lang]
+	if _, err := run(30*time.Second, "image", "inspect", lang.Image); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: loading %s into %s (once; it stays in %s's store)\n", lang.Image, rt, rt)
+		if _, err := run(10*time.Minute, "load", "-i", archiveFor(b, lang.Image)); err != nil {
+			return unavailable("%v", err)
+		}
+	}
+	flag := "-c"
+	if p.lang == "javascript" {
+		flag = "-e"
+	}
+	args := append(append([]string{"run", "--rm"}, containerFlags...), lang.Image, lang.Command[0], flag, p.code)
+	once := func() (time.Duration, error) {
+		start := time.Now()
+		out, err := run(2*time.Minute, args...)
+		if err != nil {
+			return 0, err
+		}
+		if out != p.want {
+			return 0, fmt.Errorf("got %q; want %q", tail(out, 100), tail(p.want, 20))
+		}
+		return time.Since(start), nil
+	}
+	if _, err := once(); err != nil {
+		return unavailable("%v", err)
+	}
+	var lat []time.Duration
+	for range n {
+		d, err := once()
+		if err != nil {
+			return unavailable("%v", err)
+		}
+		lat = append(lat, d)
+	}
+	row := summarize(name, p.name, lat)
+	fmt.Fprintf(os.Stderr, "bench: %-32s %-20s p50 %7.1f ms\n", name, p.name, row.P50Ms)
+	return row
+}
+
+// machine describes this machine in a line.
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(line, "model name"); ok {
+				model = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return fmt.Sprintf("%d cores (%s), Linux %s", runtime.NumCPU(), model, strings.TrimSpace(string(kernel)))
+}
+
+// containerdVersion is the test daemon's version.
+func containerdVersion(b *testing.B) string {
+	b.Helper()
+	v, err := testClient.Version(testContext(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v.Version
+}
+
+// row returns the latency row of runtime and program, or nil.
+func (r *benchReport) row(runtime, program string) *latencyRow {
+	for i := range r.Latency {
+		if l := &r.Latency[i]; l.Runtime == runtime && l.Program == program && l.Unavailable == "" {
+			return l
+		}
+	}
+	return nil
+}
+
+func (r *benchReport) ours() string     { return fmt.Sprintf("ours, pool %d", r.Pool) }
+func (r *benchReport) oursB2B() string  { return r.ours() + ", back to back" }
+func (r *benchReport) oursNone() string { return "ours, pool 0" }
+
+const floorName = "floor: chroot, no container"
+
+// judge sets the targets of issue #5 from the measurements. The latency
+// targets are judged on the paced pool row: the default configuration, at
+// rest between calls.
+func (r *benchReport) judge() {
+	py, node := benchPrograms[0].name, benchPrograms[1].name
+	add := func(name string, known bool, got string, met bool) {
+		r.Targets = append(r.Targets, target{Name: name, Got: got, Met: met && known, Known: known})
+	}
+	ours, floor := r.row(r.ours(), py), r.row(floorName, py)
+	if ours != nil && floor != nil {
+		x := ours.P50Ms / floor.P50Ms
+		add("python hello p50 <= 2x floor", true, fmt.Sprintf("%.1f ms vs %.1f ms: %.2fx", ours.P50Ms, floor.P50Ms, x), x <= 2)
+	}
+	oursN, floorN := r.row(r.ours(), node), r.row(floorName, node)
+	if oursN != nil && floorN != nil {
+		d := oursN.P50Ms - floorN.P50Ms
+		add("node hello p50 <= floor + 25 ms", true, fmt.Sprintf("%.1f ms vs %.1f ms: +%.1f ms", oursN.P50Ms, floorN.P50Ms, d), d <= 25)
+	}
+	for _, c := range []struct {
+		rt   string
+		want float64
+	}{{"docker", 8}, {"podman", 5}} {
+		name := fmt.Sprintf("python hello p50 >= %gx faster than %s run --rm", c.want, c.rt)
+		other := r.row(c.rt+" run --rm", py)
+		if other == nil || ours == nil {
+			reason := "not measured"
+			for _, l := range r.Latency {
+				if l.Runtime == c.rt+" run --rm" && l.Unavailable != "" {
+					reason = "not measured: " + l.Unavailable
+					break
+				}
+			}
+			add(name, false, reason, false)
+			continue
+		}
+		x := other.P50Ms / ours.P50Ms
+		add(name, true, fmt.Sprintf("%.1f ms vs %.1f ms: %.2fx", other.P50Ms, ours.P50Ms, x), x >= c.want)
+	}
+	for _, t := range r.Throughput {
+		if t.Concurrency == 8 && t.Program == py {
+			add("python hello >= 30 runs/s at concurrency 8", true, fmt.Sprintf("%.1f runs/s", t.RunsPerSec), t.RunsPerSec >= 30)
+		}
+	}
+	add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
+	for _, t := range r.Throughput {
+		if t.Concurrency == 16 && t.Program == bigOutput.name {
+			add("server RSS <= 80 MiB at concurrency 16, 64 KiB out", true, fmt.Sprintf("%.1f MiB peak", t.PeakRSSMiB), t.PeakRSSMiB <= 80)
+		}
+	}
+	if len(r.FirstResult) > 0 {
+		worst := slices.Max(r.FirstResult)
+		add("first result <= 1 s after the server starts", true,
+			fmt.Sprintf("worst %.0f ms of %d starts (each: %v ms)", worst, len(r.FirstResult), r.FirstResult), worst <= 1000)
+	}
+}
+
+// table renders the report as Markdown.
+func (r *benchReport) table() string {
+	var w strings.Builder
+	fmt.Fprintf(&w, "\n%s, %s, containerd %s; default pool %d per language\n\n", r.Date, r.Machine, r.Containerd, r.Pool)
+	fmt.Fprintf(&w, "| runtime | program | n | p50 ms | p95 ms | p99 ms | run p50 ms | destroy p50 ms |\n")
+	fmt.Fprintf(&w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
+	num := func(f float64) string {
+		if f == 0 {
+			return ""
+		}
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	}
+	for _, l := range r.Latency {
+		if l.Unavailable != "" {
+			fmt.Fprintf(&w, "| %s | %s | not available: %s |||||| \n", l.Runtime, l.Program, l.Unavailable)
+			continue
+		}
+		fmt.Fprintf(&w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", l.Runtime, l.Program, l.N, num(l.P50Ms), num(l.P95Ms), num(l.P99Ms), num(l.RunP50Ms), num(l.DestroyP50))
+	}
+	fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (task Start to exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
+	fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB |\n|--:|---|--:|--:|--:|--:|--:|\n")
+	for _, t := range r.Throughput {
+		fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB)
+	}
+	fmt.Fprintf(&w, "\nidle RSS after start, pools full: %.1f MiB. first result after exec: %v ms.\n", r.IdleRSSMiB, r.FirstResult)
+
+	fmt.Fprintf(&w, "\nratios of p50:\n\n")
+	for _, p := range benchPrograms {
+		floor := r.row(floorName, p.name)
+		var parts []string
+		for _, rt := range []string{r.ours(), r.oursB2B(), r.oursNone()} {
+			if o := r.row(rt, p.name); o != nil && floor != nil {
+				parts = append(parts, fmt.Sprintf("%s %.2fx floor (+%.1f ms)", rt, o.P50Ms/floor.P50Ms, o.P50Ms-floor.P50Ms))
+			}
+		}
+		ours := r.row(r.ours(), p.name)
+		if none := r.row(r.oursNone(), p.name); none != nil && ours != nil {
+			parts = append(parts, fmt.Sprintf("pool 0 / pool %d %.2fx", r.Pool, none.P50Ms/ours.P50Ms))
+		}
+		for _, rt := range []string{"podman", "docker"} {
+			if o := r.row(rt+" run --rm", p.name); o != nil && ours != nil {
+				parts = append(parts, fmt.Sprintf("%s / ours %.2fx", rt, o.P50Ms/ours.P50Ms))
+			}
+		}
+		fmt.Fprintf(&w, "- %s: %s\n", p.name, strings.Join(parts, "; "))
+	}
+	if len(r.Phases) > 0 {
+		fmt.Fprintf(&w, "\nrun phases (server debug log, pool %d server, every run):\n\n", r.Pool)
+		for _, p := range r.Phases {
+			fmt.Fprintf(&w, "- %s\n", p)
+		}
+	}
+	fmt.Fprintf(&w, "\n| target (issue #5) | got | |\n|---|---|---|\n")
+	for _, t := range r.Targets {
+		verdict := "not met"
+		switch {
+		case !t.Known:
+			verdict = "unknown"
+		case t.Met:
+			verdict = "met"
+		}
+		fmt.Fprintf(&w, "| %s | %s | %s |\n", t.Name, t.Got, verdict)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&w, "\n%s\n", n)
+	}
+	return w.String()
+}
+
+// summarize makes a latency row of samples.
+func summarize(runtime, program string, lat []time.Duration) latencyRow {
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	return latencyRow{
+		Runtime: runtime,
+		Program: program,
+		N:       len(lat),
+		P50Ms:   ms(percentile(lat, 50)),
+		P95Ms:   ms(percentile(lat, 95)),
+		P99Ms:   ms(percentile(lat, 99)),
+		MeanMs:  ms(sum / time.Duration(max(len(lat), 1))),
+	}
+}
+
+// percentile is the nearest-rank percentile of ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return round(float64(d) / float64(time.Millisecond)) }
+
+func round(f float64) float64 { return math.Round(f*10) / 10 }
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return "..." + s[len(s)-n:]
+}
