@@ -15,6 +15,7 @@ import (
 	"time"
 
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/exec"
@@ -88,6 +89,23 @@ func newExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 		t.Fatalf("Prepare: %v", err)
 	}
 	return e
+}
+
+// waitRunning waits up to d for a sandbox's program to run, and reports
+// whether one did. It may be called from any goroutine.
+func waitRunning(t *testing.T, d time.Duration) bool {
+	return waitFor(d, func() bool {
+		ts, err := testClient.TaskService().List(testContext(t), &tasksapi.ListTasksRequest{})
+		if err != nil {
+			return false
+		}
+		for _, task := range ts.Tasks {
+			if task.Status == tasktypes.Status_RUNNING {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func run(t *testing.T, e *exec.Executor, lang, code string) *exec.Result {
@@ -434,11 +452,8 @@ func TestCancelKillsAndCleansUp(t *testing.T) {
 		ctx, cancel := context.WithCancel(testContext(t))
 		go func() {
 			// Cancel once the sandbox runs.
-			for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				if ts, err := testClient.TaskService().List(testContext(t), &tasksapi.ListTasksRequest{}); err == nil && len(ts.Tasks) > 0 {
-					time.Sleep(200 * time.Millisecond)
-					break
-				}
+			if waitRunning(t, 15*time.Second) {
+				time.Sleep(200 * time.Millisecond)
 			}
 			cancel()
 		}()
@@ -506,13 +521,8 @@ func TestConcurrencyIsBoundedAndTheQueueHonoursCancellation(t *testing.T) {
 		hold <- err
 	}()
 	// Wait until the first run holds the only slot.
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{}); err == nil && len(ts.Tasks) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("first run never started")
-		}
+	if !waitRunning(t, 15*time.Second) {
+		t.Fatal("first run never started")
 	}
 	qctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel()
@@ -560,13 +570,8 @@ func TestLiveServersLeaveEachOthersRunsAlone(t *testing.T) {
 		}
 		done <- res
 	}()
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{}); err == nil && len(ts.Tasks) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("run never started")
-		}
+	if !waitRunning(t, 15*time.Second) {
+		t.Fatal("run never started")
 	}
 	n, err := b.Sweep(ctx)
 	if err != nil || n != 0 {
@@ -594,16 +599,10 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testContext(t)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
-		if err == nil && len(ts.Tasks) == 1 && ts.Tasks[0].Pid != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			cmd.Wait()
-			t.Fatal("the crashing server's run never started")
-		}
+	if !waitRunning(t, 30*time.Second) {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("the crashing server's run never started")
 	}
 	// The crash: no cleanup runs.
 	cmd.Process.Kill()
