@@ -7,6 +7,7 @@ package integration
 
 import (
 	"cmp"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -168,3 +169,292 @@ setInterval(() => {}, 1000);
 	}
 	afterCase(t, s, runs...)
 }
+
+// lastLine returns the last line of s that starts with prefix, without it.
+func lastLine(s, prefix string) string {
+	var out string
+	for _, l := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(l, prefix); ok {
+			out = v
+		}
+	}
+	return out
+}
+
+// Case 2: a memory bomb is killed by the memory cgroup, reported as
+// oom_killed, and had no swap to spill into.
+func TestIsolationMemoryBomb(t *testing.T) {
+	const limit = 128 << 20
+	s := startMCP(t, serverSpec{config: "[limits]\nmemory = \"128MiB\"\n"})
+	tests := []struct{ name, lang, code string }{
+		// Each chunk is written, so its pages are really used: overcommit
+		// lets malloc succeed and the cgroup, not MemoryError, stops it.
+		{"python", "python", `
+import sys
+chunks = []
+while True:
+    chunks.append(b'x' * (8 << 20))
+    print('allocated MiB:', 8 * len(chunks), flush=True)
+`},
+		{"javascript", "javascript", `
+const chunks = [];
+for (;;) {
+  chunks.push(Buffer.alloc(8 << 20, 1));
+  require('fs').writeSync(1, 'allocated MiB: ' + 8 * chunks.length + '\n');
+}
+`},
+	}
+	var runs []hostileRun
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := hostile(t, s, tt.lang, tt.code, withTimeout(20))
+			runs = append(runs, r)
+			if !r.isError || !r.out.OOMKilled || r.out.Signal != "SIGKILL" || r.out.ExitCode != 137 || r.out.TimedOut {
+				t.Errorf("got %+v; want oom_killed, SIGKILL, exit 137, not timed out", r.out)
+			}
+			// It got close to the limit before it was killed (the
+			// interpreter itself takes some of it).
+			if n, _ := strconv.Atoi(lastLine(r.out.Stdout, "allocated MiB: ")); n < 48 || n > 128 {
+				t.Errorf("last allocation reported %d MiB; want 48 to 128 (stdout %q)", n, r.out.Stdout)
+			}
+			lim := r.watch.cgroupLimits(r.ids[0])
+			want := map[string]string{"memory.limit_in_bytes": strconv.Itoa(limit), "memory.memsw.limit_in_bytes": strconv.Itoa(limit)}
+			if cgroupV2() {
+				// v2 counts swap apart: memory.swap.max 0 is no swap.
+				want = map[string]string{"memory.max": strconv.Itoa(limit), "memory.swap.max": "0"}
+			}
+			for k, v := range want {
+				if lim[k] != v {
+					t.Errorf("cgroup %s = %q; want %q", k, lim[k], v)
+				}
+			}
+		})
+	}
+	afterCase(t, s, runs...)
+}
+
+// Case 3: a CPU spin is throttled to the CPU quota and killed at the wall
+// deadline.
+func TestIsolationCPUSpin(t *testing.T) {
+	s := startMCP(t, serverSpec{config: "[limits]\ncpus = 0.5\n"})
+	// Two spinning children could use both of the host's CPUs; the parent
+	// reports the CPU time they got per second of wall time.
+	r := hostile(t, s, "python", `
+import os, time
+kids = []
+for _ in range(2):
+    pid = os.fork()
+    if pid == 0:
+        while True:
+            pass
+    kids.append(pid)
+tick = os.sysconf('SC_CLK_TCK')
+def cpu():
+    total = 0
+    for k in kids:
+        f = open(f'/proc/{k}/stat').read().rsplit(')', 1)[1].split()
+        total += int(f[11]) + int(f[12])
+    return total / tick
+t0, c0 = time.monotonic(), cpu()
+while True:
+    time.sleep(0.5)
+    print(f'cpus: {(cpu() - c0) / (time.monotonic() - t0):.3f}', flush=True)
+`, withTimeout(4))
+	killedAtDeadline(t, r, 4)
+	got, err := strconv.ParseFloat(lastLine(r.out.Stdout, "cpus: "), 64)
+	// The quota is 0.5 CPU per 100 ms period; measured over ~3.5 s, a
+	// tenth over is tick rounding. Well above 0 shows it did spin.
+	if err != nil || got > 0.6 || got < 0.1 {
+		t.Errorf("CPUs used %v (%v); want at most 0.6 for a quota of 0.5 (stdout %q)", got, err, r.out.Stdout)
+	}
+	lim := r.watch.cgroupLimits(r.ids[0])
+	if cgroupV2() {
+		if lim["cpu.max"] != "50000 100000" {
+			t.Errorf("cgroup cpu.max %q; want 50000 100000", lim["cpu.max"])
+		}
+	} else if lim["cpu.cfs_quota_us"] != "50000" || lim["cpu.cfs_period_us"] != "100000" {
+		t.Errorf("cgroup cpu.cfs_quota_us %q, cpu.cfs_period_us %q; want 50000, 100000", lim["cpu.cfs_quota_us"], lim["cpu.cfs_period_us"])
+	}
+
+	// Node's spin blocks its only thread: nothing but the deadline ends it.
+	js := hostile(t, s, "javascript", "console.log('spinning'); for (;;) {}", withTimeout(3))
+	killedAtDeadline(t, js, 3)
+	if js.out.Stdout != "spinning\n" {
+		t.Errorf("javascript stdout %q; want spinning", js.out.Stdout)
+	}
+	afterCase(t, s, r, js)
+}
+
+// Case 4: stdin is at EOF from the start, and a program that sleeps for
+// ever is killed at the deadline.
+func TestIsolationSleepAndStdin(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	py := hostile(t, s, "python", `
+import sys, time
+t = time.monotonic()
+print('stdin:', repr(sys.stdin.read()), 'tty:', sys.stdin.isatty(), flush=True)
+try:
+    input()
+except EOFError:
+    print('input: EOFError', flush=True)
+print('at once:', time.monotonic() - t < 1, flush=True)
+time.sleep(10**6)
+`, withTimeout(3))
+	killedAtDeadline(t, py, 3)
+	if want := "stdin: '' tty: False\ninput: EOFError\nat once: True\n"; py.out.Stdout != want {
+		t.Errorf("python stdout %q; want %q (stderr %q)", py.out.Stdout, want, py.out.Stderr)
+	}
+	js := hostile(t, s, "javascript", `
+const t = Date.now();
+const b = require('fs').readFileSync(0);
+console.log('stdin bytes:', b.length, 'tty:', process.stdin.isTTY === true);
+console.log('at once:', Date.now() - t < 1000);
+setInterval(() => {}, 1e6);
+`, withTimeout(3))
+	killedAtDeadline(t, js, 3)
+	if want := "stdin bytes: 0 tty: false\nat once: true\n"; js.out.Stdout != want {
+		t.Errorf("javascript stdout %q; want %q (stderr %q)", js.out.Stdout, want, js.out.Stderr)
+	}
+	afterCase(t, s, py, js)
+}
+
+// Case 5: /tmp and /dev/shm fill up at their configured sizes.
+func TestIsolationFillTmpAndShm(t *testing.T) {
+	s := startMCP(t, serverSpec{config: "[limits]\ntmp_size = \"32MiB\"\nshm_size = \"16MiB\"\n"})
+	// Files of 4 MiB stay under the file-size limit; unbuffered writes
+	// count every byte the kernel took.
+	r := hostile(t, s, "python", `
+import errno, os
+chunk = b'x' * (1 << 20)
+for d in ('/tmp', '/dev/shm'):
+    st = os.statvfs(d)
+    total, err, i = 0, None, 0
+    while err is None:
+        fd = os.open(f'{d}/fill{i}', os.O_WRONLY | os.O_CREAT)
+        try:
+            for _ in range(4):
+                total += os.write(fd, chunk)
+        except OSError as e:
+            err = errno.errorcode[e.errno]
+        os.close(fd)
+        i += 1
+    print(d, 'size', st.f_blocks * st.f_frsize, 'wrote', total, 'error', err, flush=True)
+`, withTimeout(20))
+	if r.isError || r.out.ExitCode != 0 {
+		t.Fatalf("got %q %+v; want a clean exit", r.text, r.out)
+	}
+	for _, c := range []struct {
+		dir  string
+		size int
+	}{{"/tmp", 32 << 20}, {"/dev/shm", 16 << 20}} {
+		line := lastLine(r.out.Stdout, c.dir+" ")
+		var size, wrote int
+		var errno string
+		if _, err := fmtSscanf(line, "size %d wrote %d error %s", &size, &wrote, &errno); err != nil {
+			t.Errorf("%s: line %q: %v", c.dir, line, err)
+			continue
+		}
+		if size != c.size || errno != "ENOSPC" || wrote > c.size || wrote < c.size-(1<<20) {
+			t.Errorf("%s: size %d, wrote %d, error %s; want size %d, ENOSPC after %d-1MiB to %d bytes", c.dir, size, wrote, errno, c.size, c.size, c.size)
+		}
+	}
+	afterCase(t, s, r)
+}
+
+// Case 6: the root file system and the program's directory are read-only.
+func TestIsolationRootFSReadOnly(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	// New names only: writing an existing root-owned file would fail with
+	// EACCES before the read-only check, which proves less.
+	r := hostile(t, s, "python", `
+import errno, os
+def try_(what, f, *a):
+    try:
+        f(*a)
+        print(what, 'ok')
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+for d in ['/', '/usr/lib', '/etc', '/var/tmp', '/home', '/sandbox']:
+    try_('create ' + d, lambda: open(os.path.join(d, 'new'), 'x').close())
+try_('mkdir /', os.mkdir, '/newdir')
+try_('rename /sandbox/main.py', os.rename, '/sandbox/main.py', '/sandbox/x.py')
+`)
+	want := "create / EROFS\ncreate /usr/lib EROFS\ncreate /etc EROFS\ncreate /var/tmp EROFS\ncreate /home EROFS\ncreate /sandbox EROFS\n" +
+		"mkdir / EROFS\nrename /sandbox/main.py EROFS\n"
+	if r.text != want || r.isError {
+		t.Errorf("got %q; want %q", r.text, want)
+	}
+	afterCase(t, s, r)
+}
+
+// Case 7: one huge file is stopped by the file-size limit.
+func TestIsolationHugeFile(t *testing.T) {
+	const limit = 8 << 20
+	s := startMCP(t, serverSpec{config: "[limits]\nfile_size = \"8MiB\"\n"})
+	// CPython ignores SIGXFSZ, so the write fails with EFBIG at the limit.
+	py := hostile(t, s, "python", `
+import errno, os
+fd = os.open('/tmp/big', os.O_WRONLY | os.O_CREAT)
+chunk = b'x' * (1 << 20)
+try:
+    while True:
+        os.write(fd, chunk)
+except OSError as e:
+    print('error', errno.errorcode[e.errno], 'size', os.fstat(fd).st_size)
+`)
+	if want := "error EFBIG size " + strconv.Itoa(limit) + "\n"; py.text != want || py.isError {
+		t.Errorf("python: got %q; want %q", py.text, want)
+	}
+	// Node ignores SIGXFSZ too (it would otherwise kill the process).
+	js := hostile(t, s, "javascript", `
+const fs = require('fs');
+const fd = fs.openSync('/tmp/big', 'w');
+const chunk = Buffer.alloc(1 << 20, 120);
+try {
+  for (;;) fs.writeSync(fd, chunk);
+} catch (e) {
+  console.log('error', e.code, 'size', fs.fstatSync(fd).size);
+}
+`)
+	if want := "error EFBIG size " + strconv.Itoa(limit) + "\n"; js.text != want || js.isError {
+		t.Errorf("javascript: got %q; want %q", js.text, want)
+	}
+	afterCase(t, s, py, js)
+}
+
+// Case 8: what a run leaves in /tmp and /dev/shm is gone for the next one;
+// /var/tmp is read-only.
+func TestIsolationNoLeftoverFiles(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	first := hostile(t, s, "python", `
+import errno, os
+for p in ['/tmp/left', '/tmp/.hidden/left', '/dev/shm/left', '/var/tmp/left']:
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        open(p, 'w').write('secret')
+        print(p, 'written')
+    except OSError as e:
+        print(p, errno.errorcode[e.errno])
+os.mkfifo('/tmp/fifo')
+`)
+	if want := "/tmp/left written\n/tmp/.hidden/left written\n/dev/shm/left written\n/var/tmp/left EROFS\n"; first.text != want {
+		t.Errorf("first run: got %q; want %q", first.text, want)
+	}
+	second := hostile(t, s, "python", `
+import os
+for d in ['/tmp', '/dev/shm', '/var/tmp']:
+    print(d, sorted(os.listdir(d)))
+`)
+	if want := "/tmp []\n/dev/shm []\n/var/tmp []\n"; second.text != want {
+		t.Errorf("second run: got %q; want %q", second.text, want)
+	}
+	for _, id := range second.ids {
+		if strings.Contains(strings.Join(first.ids, " "), id) {
+			t.Errorf("both runs ran in sandbox %s; want a new one", id)
+		}
+	}
+	afterCase(t, s, first, second)
+}
+
+// fmtSscanf is fmt.Sscanf.
+var fmtSscanf = fmt.Sscanf
