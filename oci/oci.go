@@ -98,6 +98,9 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 		ctroci.WithMounts(p.mounts()),
 		withMaskedPathsAdded(extraMaskedPaths),
 		withPrivateNetwork,
+		// A cgroup namespace of its own: /proc/self/cgroup shows "/", not
+		// the host's hierarchy and the run's id.
+		ctroci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.CgroupNamespace}),
 		ctroci.WithMemoryLimit(uint64(p.MemoryBytes)),
 		ctroci.WithMemorySwap(p.MemoryBytes),
 		ctroci.WithCPUCFS(quota, period),

@@ -156,7 +156,7 @@ func TestSpecNamespacesAndDevices(t *testing.T) {
 	for _, ns := range s.Linux.Namespaces {
 		got[ns.Type] = ns.Path
 	}
-	for _, typ := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.NetworkNamespace, specs.MountNamespace, specs.IPCNamespace, specs.UTSNamespace} {
+	for _, typ := range []specs.LinuxNamespaceType{specs.PIDNamespace, specs.NetworkNamespace, specs.MountNamespace, specs.IPCNamespace, specs.UTSNamespace, specs.CgroupNamespace} {
 		path, ok := got[typ]
 		if !ok || path != "" {
 			t.Errorf("%s namespace: got present=%v path=%q; want a new one", typ, ok, path)
