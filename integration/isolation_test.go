@@ -71,23 +71,27 @@ func hostile(t *testing.T, s *mcpServer, lang, src string, opts ...hostileOpt) h
 	return hostileRun{toolResult: r, ids: w.seen(), took: took, watch: w}
 }
 
-// startWatch records the tasks that start in testNamespace, and whether
-// their cgroup was where cgroupDirs says at that moment.
+// startWatch records the tasks that start in testNamespace, whether their
+// cgroup was where cgroupDirs says at that moment, and the containers
+// created.
 type startWatch struct {
 	mu     sync.Mutex
 	ids    []string
 	cgroup map[string]bool // id: every directory of cgroupDirs existed at start
 	limits map[string]map[string]string
+	// created are the containers created meanwhile, sandboxes of a pool
+	// included.
+	created []string
 }
 
-// watchStarts subscribes to task starts; it returns once the subscription
+// watchStarts subscribes to task starts and container creations; it returns once the subscription
 // is live, so no start after it is missed. It ends with the test.
 func watchStarts(t *testing.T) *startWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(testContext(t))
 	t.Cleanup(cancel)
 	const probe = "/code-sandbox-test/watch-ready"
-	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic==`+fmt.Sprintf("%q", probe))
+	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/containers/create"`, `topic==`+fmt.Sprintf("%q", probe))
 	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}}
 	ready := make(chan struct{})
 	go func() {
@@ -112,8 +116,13 @@ func watchStarts(t *testing.T) *startWatch {
 				if err != nil {
 					continue
 				}
-				if e, ok := v.(*apievents.TaskStart); ok {
+				switch e := v.(type) {
+				case *apievents.TaskStart:
 					w.add(e.ContainerID)
+				case *apievents.ContainerCreate:
+					w.mu.Lock()
+					w.created = append(w.created, e.ID)
+					w.mu.Unlock()
 				}
 			case <-errs:
 				return
@@ -190,6 +199,13 @@ func (w *startWatch) seen() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return slices.Clone(w.ids)
+}
+
+// createdContainers returns the ids of the containers created so far.
+func (w *startWatch) createdContainers() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.created)
 }
 
 func (w *startWatch) sawCgroup(id string) bool {
