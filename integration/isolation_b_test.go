@@ -1,0 +1,846 @@
+package integration
+
+// The isolation suite, cases 14-26 of issue 4: what a hostile program may
+// read, write, call and leave behind, each run through the real server on
+// a real containerd with the outcome it must get, and then the host
+// checked by afterCase (and, when the server exits, by startMCP's
+// cleanup). Python reaches raw system calls through ctypes with x86_64
+// numbers; JavaScript is tried where the attack differs.
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
+	tasktypes "github.com/containerd/containerd/api/types/task"
+)
+
+// pyProbe starts every Python probe: raw system calls by number, and a
+// report that maps each attempt to its outcome, "ok" or an errno name,
+// printed as one JSON line at the end by pyReport.
+const pyProbe = `
+import ctypes, errno, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+out = {}
+
+def ename(n):
+    return errno.errorcode.get(n, str(n))
+
+def sys_(nr, *args):
+    ctypes.set_errno(0)
+    conv = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    r = libc.syscall(ctypes.c_long(nr), *conv)
+    if r == 0 and nr in (56,):  # a clone that succeeded: the child leaves
+        os._exit(0)
+    return 'ok' if r != -1 else ename(ctypes.get_errno())
+
+def check(name, f):
+    try:
+        v = f()
+        out[name] = 'ok' if v is None else str(v)
+    except OSError as e:
+        out[name] = ename(e.errno)
+`
+
+const pyReport = `
+print(json.dumps(out), flush=True)
+`
+
+// probeReport decodes the last line of a probe's stdout as its report.
+func probeReport(t *testing.T, r hostileRun) map[string]string {
+	t.Helper()
+	if r.isError || r.out.ExitCode != 0 {
+		t.Fatalf("probe failed: %q %+v", r.text, r.out)
+	}
+	lines := strings.Split(strings.TrimSpace(r.out.Stdout), "\n")
+	var got map[string]string
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+		t.Fatalf("probe report %q: %v", r.out.Stdout, err)
+	}
+	return got
+}
+
+// assertReport checks every outcome of want, and that the report has
+// nothing want does not mention.
+func assertReport(t *testing.T, got, want map[string]string) {
+	t.Helper()
+	for k, w := range want {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: not reported; want %s", k, w)
+		} else if g != w {
+			t.Errorf("%s: got %s; want %s", k, g, w)
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: got %s; want no such attempt (add it to the test)", k, g)
+		}
+	}
+}
+
+// pyList renders strings as a Python list literal (JSON is one).
+func pyList(ss []string) string {
+	b, _ := json.Marshal(ss)
+	return string(b)
+}
+
+// onHost returns ifThere if path exists on the host, and "ENOENT" if not:
+// a kernel without the file cannot leak it, and masking it is a no-op.
+func onHost(path, ifThere string) string {
+	if _, err := os.Stat(path); err != nil {
+		return "ENOENT"
+	}
+	return ifThere
+}
+
+// marker returns a string unique to this test run, to find processes by.
+func marker(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "csm-marker-" + hex.EncodeToString(b)
+}
+
+// Case 14: host and image secrets are masked or unreadable.
+func TestIsolationSecretsUnreadable(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	masked := []string{"/proc/kcore", "/proc/keys", "/proc/interrupts", "/proc/kallsyms", "/proc/timer_list", "/proc/sched_debug"}
+	dirs := []string{"/sys/firmware", "/sys/kernel/debug"}
+	// The image has no /etc/shadow (nobody's password is "*" in
+	// /etc/passwd); its root-only files stand in for it.
+	private := []string{"/etc/shadow", "/etc/security/opasswd", "/var/cache/debconf/passwords.dat", "/root"}
+	r := hostile(t, s, "python", pyProbe+`
+import stat
+def probe(p):
+    if os.path.isdir(p):
+        names = os.listdir(p)
+        return 'empty dir' if not names else 'dir: ' + ','.join(sorted(names))
+    with open(p, 'rb') as f:
+        data = f.read(4096)
+    if not data and stat.S_ISCHR(os.stat(p).st_mode):
+        return 'masked'
+    return 'read %d bytes' % len(data)
+for p in `+pyList(slices.Concat(masked, dirs, private))+`:
+    check(p, lambda p=p: probe(p))
+`+pyReport)
+	want := map[string]string{
+		"/etc/shadow":                      "ENOENT",
+		"/etc/security/opasswd":            "EACCES",
+		"/var/cache/debconf/passwords.dat": "EACCES",
+		"/root":                            "EACCES",
+	}
+	// Masked files are /dev/null, masked directories an empty read-only
+	// tmpfs; a path the host kernel lacks is absent in the sandbox too.
+	for _, p := range masked {
+		want[p] = onHost(p, "masked")
+	}
+	for _, p := range dirs {
+		want[p] = onHost(p, "empty dir")
+	}
+	assertReport(t, probeReport(t, r), want)
+	afterCase(t, s, r)
+}
+
+// Case 15: kernel tunables and the magic SysRq key cannot be written.
+func TestIsolationProcSysReadOnly(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	paths := []string{"/proc/sys/kernel/hostname", "/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches",
+		"/proc/sys/net/ipv4/ip_forward", "/proc/sysrq-trigger"}
+	r := hostile(t, s, "python", pyProbe+`
+for p in `+pyList(paths)+`:
+    # O_TRUNC: the read-only mount refuses before any permission check.
+    check('truncate ' + p, lambda p=p: open(p, 'w').close())
+# Without O_TRUNC the sysctl's own permission check refuses uid 65534.
+check('write-only /proc/sys/kernel/hostname', lambda: os.close(os.open('/proc/sys/kernel/hostname', os.O_WRONLY)))
+out['sethostname'] = sys_(170, b'pwned', 5)
+out['core_pattern'] = open('/proc/sys/kernel/core_pattern').read().strip()
+`+pyReport)
+	corePattern, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"write-only /proc/sys/kernel/hostname": "EACCES",
+		"sethostname":                          "EPERM",
+		"core_pattern":                         strings.TrimSpace(string(corePattern)),
+	}
+	for _, p := range paths {
+		want["truncate "+p] = onHost(p, "EROFS")
+	}
+	assertReport(t, probeReport(t, r), want)
+	afterCase(t, s, r)
+}
+
+// Case 16: no new namespaces, mounts or roots.
+func TestIsolationNoNamespacesOrMounts(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	r := hostile(t, s, "python", pyProbe+`
+import subprocess
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID = 0x20000, 0x10000000, 0x40000000, 0x20000000
+out['unshare user'] = sys_(272, CLONE_NEWUSER)
+out['unshare mount'] = sys_(272, CLONE_NEWNS)
+out['unshare net'] = sys_(272, CLONE_NEWNET)
+out['clone user+pid'] = sys_(56, CLONE_NEWUSER | CLONE_NEWPID | 17, 0, 0, 0, 0)
+out['clone3'] = sys_(435, 0, 0)
+p = subprocess.run(['unshare', '--user', '--map-root-user', 'true'], capture_output=True, text=True)
+out['unshare(1) --user'] = 'exit %d: %s' % (p.returncode, p.stderr.strip())
+out['mount tmpfs'] = sys_(165, b'none', b'/tmp', b'tmpfs', 0, None)
+out['remount / rw'] = sys_(165, None, b'/', None, 0x20 | 0x1000, None)  # MS_REMOUNT|MS_BIND
+out['umount /proc/keys'] = sys_(166, b'/proc/keys', 2)  # MNT_DETACH: unmask it
+out['fsopen tmpfs'] = sys_(430, b'tmpfs', 0)
+out['open_tree /'] = sys_(428, -100, b'/', 1)  # OPEN_TREE_CLONE
+fd = os.open('/proc/self/ns/mnt', os.O_RDONLY)
+out['setns mnt'] = sys_(308, fd, 0)
+out['pivot_root'] = sys_(155, b'/tmp', b'/tmp')
+out['chroot'] = sys_(161, b'/tmp')
+`+pyReport)
+	assertReport(t, probeReport(t, r), map[string]string{
+		"unshare user":      "EPERM",
+		"unshare mount":     "EPERM",
+		"unshare net":       "EPERM",
+		"clone user+pid":    "EPERM",
+		"clone3":            "ENOSYS", // containerd's profile: so that libc falls back to clone
+		"unshare(1) --user": "exit 1: unshare: unshare failed: Operation not permitted",
+		"mount tmpfs":       "EPERM",
+		"remount / rw":      "EPERM",
+		"umount /proc/keys": "EPERM",
+		"fsopen tmpfs":      "EPERM",
+		"open_tree /":       "EPERM",
+		"setns mnt":         "EPERM",
+		"pivot_root":        "EPERM",
+		"chroot":            "EPERM",
+	})
+	afterCase(t, s, r)
+}
+
+// Case 17: no tracing or reading another process's memory, and no host
+// process in sight.
+func TestIsolationNoPtraceAndHostProcessesInvisible(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	host := os.Getpid()
+	r := hostile(t, s, "python", pyProbe+fmt.Sprintf(`
+import signal, subprocess
+out['processes'] = ' '.join(sorted(p for p in os.listdir('/proc') if p.isdigit()))
+out['pid 1'] = open('/proc/1/cmdline').read().replace('\0', ' ').strip()
+check('kill host pid', lambda: os.kill(%d, 0))
+out['ptrace traceme'] = sys_(101, 0, 0, 0, 0)
+child = subprocess.Popen(['sleep', '30'])
+out['ptrace attach child'] = sys_(101, 16, child.pid, 0, 0)
+out['ptrace seize child'] = sys_(101, 0x4206, child.pid, 0, 0)
+iov = (ctypes.c_char * 64)()
+class iovec(ctypes.Structure):
+    _fields_ = [('base', ctypes.c_void_p), ('len', ctypes.c_size_t)]
+local, remote = iovec(ctypes.addressof(iov), 64), iovec(0x400000, 64)
+out['process_vm_readv child'] = sys_(310, child.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+out['process_vm_writev child'] = sys_(311, child.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+child.kill()
+child.wait()
+`, host)+pyReport)
+	assertReport(t, probeReport(t, r), map[string]string{
+		"processes":               "1",
+		"pid 1":                   "python3 /sandbox/main.py",
+		"kill host pid":           "ESRCH",
+		"ptrace traceme":          "EPERM",
+		"ptrace attach child":     "EPERM",
+		"ptrace seize child":      "EPERM",
+		"process_vm_readv child":  "EPERM",
+		"process_vm_writev child": "EPERM",
+	})
+
+	js := hostile(t, s, "javascript", fmt.Sprintf(`
+const fs = require('fs');
+const out = {};
+out['processes'] = fs.readdirSync('/proc').filter(p => /^\d+$/.test(p)).sort().join(' ');
+out['pid 1'] = fs.readFileSync('/proc/1/cmdline', 'utf8').split('\0').join(' ').trim();
+try { process.kill(%d, 0); out['kill host pid'] = 'ok'; } catch (e) { out['kill host pid'] = e.code; }
+console.log(JSON.stringify(out));
+`, host))
+	assertReport(t, probeReport(t, js), map[string]string{
+		"processes":     "1",
+		"pid 1":         "node /sandbox/main.js",
+		"kill host pid": "ESRCH",
+	})
+	afterCase(t, s, r, js)
+}
+
+// Case 18: the kernel's riskier interfaces are refused.
+func TestIsolationDangerousSyscallsRefused(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	r := hostile(t, s, "python", pyProbe+`
+out['keyctl'] = sys_(250, 0, -3, 1)                      # KEYCTL_GET_KEYRING_ID, session, create
+out['add_key'] = sys_(248, b'user', b'csm', b'secret', 6, -2)
+out['request_key'] = sys_(249, b'user', b'csm', None, -2)
+out['bpf'] = sys_(321, 0, None, 0)                       # BPF_MAP_CREATE
+out['perf_event_open'] = sys_(298, None, 0, -1, -1, 0)
+out['userfaultfd'] = sys_(323, 0)
+out['kexec_load'] = sys_(246, 0, 0, None, 0)
+out['kexec_file_load'] = sys_(320, -1, -1, 0, None, 0)
+out['init_module'] = sys_(175, None, 0, b'')
+out['finit_module'] = sys_(313, -1, b'', 0)
+check('open /dev/userfaultfd', lambda: os.open('/dev/userfaultfd', os.O_RDWR))
+`+pyReport)
+	assertReport(t, probeReport(t, r), map[string]string{
+		"keyctl":                "EPERM",
+		"add_key":               "EPERM",
+		"request_key":           "EPERM",
+		"bpf":                   "EPERM",
+		"perf_event_open":       "EPERM",
+		"userfaultfd":           "EPERM",
+		"kexec_load":            "EPERM",
+		"kexec_file_load":       "EPERM",
+		"init_module":           "EPERM",
+		"finit_module":          "EPERM",
+		"open /dev/userfaultfd": "ENOENT",
+	})
+	afterCase(t, s, r)
+}
+
+// Case 19: no device nodes can be made, and the host's are not there.
+func TestIsolationNoDevices(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	devices := []string{"/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/kmsg", "/dev/mem", "/dev/kmem", "/dev/port",
+		"/dev/kvm", "/dev/fuse", "/dev/net/tun", "/dev/console"}
+	r := hostile(t, s, "python", pyProbe+`
+import stat
+check('mknod char 1:3', lambda: os.mknod('/tmp/null', stat.S_IFCHR | 0o666, os.makedev(1, 3)))
+check('mknod block 254:0', lambda: os.mknod('/tmp/disk', stat.S_IFBLK | 0o666, os.makedev(254, 0)))
+for p in `+pyList(devices)+`:
+    check('open ' + p, lambda p=p: os.close(os.open(p, os.O_RDONLY)))
+out['/dev'] = ' '.join(sorted(os.listdir('/dev')))
+`+pyReport)
+	want := map[string]string{
+		"mknod char 1:3":    "EPERM",
+		"mknod block 254:0": "EPERM",
+		// runc's default devices, its /dev/pts, /dev/mqueue and the
+		// std* links, and our /dev/shm: nothing of the host's.
+		"/dev": "fd full mqueue null ptmx pts random shm stderr stdin stdout tty urandom zero",
+	}
+	for _, d := range devices {
+		want["open "+d] = "ENOENT"
+	}
+	assertReport(t, probeReport(t, r), want)
+	afterCase(t, s, r)
+}
+
+// Case 20: the image's setuid and setgid binaries give nothing: with
+// no_new_privs an exec keeps the caller's ids. Each is caught while it
+// waits for a password on a pipe, and its ids read from /proc.
+func TestIsolationSetuidGivesNothing(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	r := hostile(t, s, "python", pyProbe+`
+import subprocess, time
+found = subprocess.run(['find', '/', '-xdev', '-perm', '/6000', '-type', 'f'], capture_output=True, text=True).stdout.split()
+out['setid binaries'] = ' '.join(sorted(found))
+# A file capability would be the other way up; the image has none to try.
+exe = subprocess.run(['find', '/', '-xdev', '-type', 'f', '-perm', '/111'], capture_output=True, text=True).stdout.split()
+def has_caps(f):
+    try:
+        return os.getxattr(f, 'security.capability', follow_symlinks=False) is not None
+    except OSError:
+        return False
+out['file capabilities'] = ' '.join(f for f in exe if has_caps(f))
+def status(pid):
+    lines = dict(l.split(':', 1) for l in open('/proc/%d/status' % pid).read().splitlines() if ':' in l)
+    return ', '.join(k + ' ' + ' '.join(lines[k].split()) for k in ('Uid', 'Gid', 'CapEff'))
+for argv in (['/usr/bin/su', '-c', 'id', 'root'], ['/usr/sbin/unix_chkpwd', 'root', 'nullok']):
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen = 'exited before it could be seen'
+    for _ in range(100):
+        try:
+            st = open('/proc/%d/stat' % p.pid).read()
+            if 'python' not in open('/proc/%d/cmdline' % p.pid).read() and ' S ' in st:
+                seen = status(p.pid)
+                break
+        except OSError:
+            pass
+        time.sleep(0.05)
+    p.kill()
+    p.communicate()
+    out[argv[0]] = seen
+`+pyReport)
+	// Real, effective, saved and file-system ids: all nobody's.
+	const nobody = "Uid 65534 65534 65534 65534, Gid 65534 65534 65534 65534, CapEff 0000000000000000"
+	assertReport(t, probeReport(t, r), map[string]string{
+		"setid binaries":        "/usr/bin/su /usr/sbin/unix_chkpwd",
+		"file capabilities":     "",
+		"/usr/bin/su":           nobody, // setuid root
+		"/usr/sbin/unix_chkpwd": nobody, // setgid shadow
+	})
+	afterCase(t, s, r)
+}
+
+// Case 21: neither containerd's, docker's nor a shim's socket is
+// reachable, by path or in the abstract namespace.
+func TestIsolationNoDaemonSockets(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	// A listener of our own in the host's abstract namespace: the host
+	// reaches it, the sandbox, in its own network namespace, must not.
+	abstract := "@" + marker(t)
+	l, err := net.Listen("unix", abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	if c, err := net.Dial("unix", abstract); err != nil {
+		t.Fatalf("the host cannot reach its own abstract socket %s: %v", abstract, err)
+	} else {
+		c.Close()
+	}
+
+	paths := []string{"/run/containerd/containerd.sock", "/run/containerd/containerd.sock.ttrpc",
+		"/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock", testAddress, testAddress + ".ttrpc"}
+	// Shim sockets (containerd 1.5 and later put them here, not in the
+	// abstract namespace).
+	shims, _ := filepath.Glob("/run/containerd/s/*")
+	paths = append(paths, shims...)
+	abstracts := append(hostAbstractSockets(t), abstract)
+	want := map[string]string{}
+	for _, p := range paths {
+		want[p] = "ENOENT"
+	}
+	for _, a := range abstracts {
+		want[a] = "ECONNREFUSED"
+	}
+
+	r := hostile(t, s, "python", pyProbe+`
+import socket
+def dial(addr):
+    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    c.settimeout(2)
+    try:
+        c.connect('\0' + addr[1:] if addr.startswith('@') else addr)
+    finally:
+        c.close()
+for a in `+pyList(slices.Concat(paths, abstracts))+`:
+    check(a, lambda a=a: dial(a))
+`+pyReport)
+	assertReport(t, probeReport(t, r), want)
+
+	js := hostile(t, s, "javascript", `
+const net = require('net');
+const addrs = `+pyList(slices.Concat(paths, abstracts))+`;
+const out = {};
+let left = addrs.length;
+for (const a of addrs) {
+  const c = net.createConnection({ path: a.startsWith('@') ? '\0' + a.slice(1) : a });
+  const done = (v) => { if (!(a in out)) { out[a] = v; c.destroy(); if (--left === 0) console.log(JSON.stringify(out)); } };
+  c.on('connect', () => done('ok'));
+  c.on('error', (e) => done(e.code));
+}
+`)
+	assertReport(t, probeReport(t, js), want)
+	afterCase(t, s, r, js)
+}
+
+// hostAbstractSockets lists the abstract unix sockets the host's network
+// namespace has, as "@name", without ours (the server's and the tests').
+func hostAbstractSockets(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) == 8 && strings.HasPrefix(f[7], "@") && !slices.Contains(out, f[7]) && !strings.Contains(f[7], "csm-marker-") {
+			out = append(out, f[7])
+		}
+	}
+	return out
+}
+
+// Case 22: the environment is the image's, the language's and the
+// allow-listed variables, and nothing of the server's.
+func TestIsolationEnvironmentAllowListed(t *testing.T) {
+	s := startMCP(t, serverSpec{
+		args: []string{"--pass-through-env", "CSM_PASSED"},
+		env:  []string{"CSM_HOST_SECRET=hunter2-host-secret", "CSM_PASSED=passed-value", "AWS_SECRET_ACCESS_KEY=hunter2-aws"},
+	})
+	r := hostile(t, s, "python", `
+import json, os
+env = dict(os.environ)
+pid1 = dict(kv.split('=', 1) for kv in open('/proc/1/environ').read().split('\0') if kv)
+print(json.dumps({'same in /proc/1/environ': str(env == pid1), **env}))
+`)
+	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	assertReport(t, probeReport(t, r), map[string]string{
+		"same in /proc/1/environ": "True",
+		"PATH":                    path, // the image's
+		"LANG":                    "C.UTF-8",
+		"PYTHONUNBUFFERED":        "1", // the language's
+		"MPLBACKEND":              "Agg",
+		"PYTHONDONTWRITEBYTECODE": "1",
+		"HOME":                    "/tmp",
+		"CSM_PASSED":              "passed-value",
+	})
+	js := hostile(t, s, "javascript", `console.log(JSON.stringify(process.env))`)
+	assertReport(t, probeReport(t, js), map[string]string{
+		"PATH":       path,
+		"LANG":       "C.UTF-8",
+		"HOME":       "/tmp",
+		"CSM_PASSED": "passed-value",
+	})
+	afterCase(t, s, r, js)
+}
+
+// Case 23: the program inherits stdin, stdout and stderr and no other
+// descriptor.
+func TestIsolationOnlyStdioInherited(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	// fstat opens nothing, unlike listing /proc/self/fd.
+	r := hostile(t, s, "python", pyProbe+`
+import resource
+fds = []
+for fd in range(resource.getrlimit(resource.RLIMIT_NOFILE)[0]):
+    try:
+        os.fstat(fd)
+        fds.append(fd)
+    except OSError:
+        pass
+out['open fds'] = ' '.join(map(str, fds))
+for fd in fds:
+    out['fd %d' % fd] = os.readlink('/proc/self/fd/%d' % fd).split('[')[0]
+`+pyReport)
+	assertReport(t, probeReport(t, r), map[string]string{
+		"open fds": "0 1 2",
+		"fd 0":     "/dev/null", // stdin: EOF at once
+		"fd 1":     "pipe:",
+		"fd 2":     "pipe:",
+	})
+
+	// Node opens descriptors of its own (libuv's event loop) before the
+	// program runs. Anything inherited would not be close-on-exec, and
+	// would be a socket, a file, or one end of a pipe whose other end is
+	// elsewhere; Node's own are close-on-exec, eventfds, epolls, both ends
+	// of its pipes, and /dev/null.
+	js := hostile(t, s, "javascript", `
+const fs = require('fs');
+const fds = fs.readdirSync('/proc/self/fd').map(Number);
+const out = {};
+const links = {};
+for (const fd of fds) {
+  try { links[fd] = fs.readlinkSync('/proc/self/fd/' + fd); } catch (e) { continue; } // readdir's own, closed
+  if (fd <= 2) { out['fd ' + fd] = links[fd].split('[')[0]; continue; }
+}
+const pipes = {};
+for (const [fd, l] of Object.entries(links)) if (l.startsWith('pipe:')) pipes[l] = (pipes[l] || 0) + 1;
+const foreign = [];
+for (const [fd, l] of Object.entries(links)) {
+  if (fd <= 2) continue;
+  const flags = parseInt(/flags:\s*(\d+)/.exec(fs.readFileSync('/proc/self/fdinfo/' + fd, 'utf8'))[1], 8);
+  const own = (flags & 0o2000000) && (l === '/dev/null' || /^anon_inode:\[?(eventfd|eventpoll|timerfd)/.test(l) || (l.startsWith('pipe:') && pipes[l] === 2));
+  if (!own) foreign.push(fd + ' ' + l);
+}
+out['not Node\'s own'] = foreign.join(', ');
+console.log(JSON.stringify(out));
+`)
+	assertReport(t, probeReport(t, js), map[string]string{
+		"fd 0":           "/dev/null",
+		"fd 1":           "pipe:",
+		"fd 2":           "pipe:",
+		"not Node's own": "",
+	})
+	afterCase(t, s, r, js)
+}
+
+// Case 24: nothing a program starts outlives its run: not a child that
+// ignores SIGTERM, not a daemon (setsid and a double fork), not zombies;
+// whether the program exits by itself or is killed at its deadline.
+func TestIsolationNothingSurvivesTheRun(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	m := marker(t)
+	spawn := fmt.Sprintf(`
+import os, signal, subprocess, sys, time
+M = %q
+stubborn = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'
+subprocess.Popen([sys.executable, '-c', stubborn, M + '-child'])
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv(sys.executable, [sys.executable, '-c', stubborn, M + '-daemon'])
+    os._exit(0)
+for _ in range(5):
+    if os.fork() == 0:
+        os._exit(0)
+time.sleep(1)
+alive = zombies = 0
+for p in os.listdir('/proc'):
+    try:
+        if M in open('/proc/%%s/cmdline' %% p).read():
+            alive += 1
+        if open('/proc/%%s/stat' %% p).read().rsplit(')', 1)[1].split()[0] == 'Z':
+            zombies += 1
+    except (OSError, IndexError):
+        pass
+print('alive', alive, 'zombies', zombies, flush=True)
+`, m)
+	tests := []struct {
+		name, lang, code string
+		want             string
+		deadline         bool
+	}{
+		{name: "python exits", lang: "python", code: spawn, want: "alive 2 zombies 6\n"},
+		{name: "python ignores SIGTERM until the deadline", lang: "python",
+			code: spawn + "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)\n", want: "alive 2 zombies 6\n", deadline: true},
+		{name: "node detached child", lang: "javascript", code: fmt.Sprintf(`
+const { spawn } = require('child_process');
+const c = spawn(process.execPath, ['-e', 'process.on("SIGTERM", () => {}); setInterval(() => {}, 1000)', %q],
+  { detached: true, stdio: 'ignore' });
+c.unref();
+setTimeout(() => { console.log('spawned', c.pid > 1); }, 500);
+`, m+"-node"), want: "spawned true\n"},
+	}
+	var runs []hostileRun
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opts []hostileOpt
+			if tt.deadline {
+				opts = append(opts, withTimeout(4))
+			}
+			r := hostile(t, s, tt.lang, tt.code, opts...)
+			runs = append(runs, r)
+			if r.out.Stdout != tt.want {
+				t.Errorf("stdout %q; want %q (the program must have made what it tries to leave)", r.out.Stdout, tt.want)
+			}
+			if tt.deadline {
+				killedAtDeadline(t, r, 4)
+			} else if r.isError || r.out.ExitCode != 0 {
+				t.Errorf("got %q %+v; want exit 0", r.text, r.out)
+			}
+			var left []string
+			// Killing pid 1 of a pid namespace kills the rest before the
+			// task is reported gone; allow the host a moment to reap.
+			if !waitFor(5*time.Second, func() bool { left = withMarker(m); return len(left) == 0 }) {
+				t.Errorf("host processes with %s in their command line after the run: %v; want none", m, left)
+			}
+		})
+	}
+	afterCase(t, s, runs...)
+}
+
+// withMarker lists the host's processes whose command line contains m.
+func withMarker(m string) []string {
+	var out []string
+	for pid, args := range processes() {
+		if strings.Contains(strings.Join(args, " "), m) {
+			out = append(out, fmt.Sprintf("%d: %s", pid, strings.Join(args, " ")))
+		}
+	}
+	return out
+}
+
+// Case 25: a segfault leaves no core file anywhere, and is reported.
+func TestIsolationSegfaultNoCore(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	b, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pattern := strings.TrimSpace(string(b))
+	pipe := strings.HasPrefix(pattern, "|")
+	if pipe {
+		// The kernel hands a dump to a pipe helper whatever RLIMIT_CORE
+		// says; the helper (systemd-coredump, apport) runs on the host
+		// and decides by the limit it is given (%c), which is 0.
+		t.Logf("core_pattern %q is a pipe: RLIMIT_CORE=0 does not stop the kernel from starting it", pattern)
+	}
+	// A file pattern is resolved in the dumping process's mount namespace
+	// and working directory: in the sandbox, which is checked here.
+	r := hostile(t, s, "python", pyProbe+`
+import glob, resource, signal
+out['RLIMIT_CORE'] = '%d %d' % resource.getrlimit(resource.RLIMIT_CORE)
+def died(how):
+    pid = os.fork()
+    if pid == 0:
+        how()
+        os._exit(0)
+    _, st = os.waitpid(pid, 0)
+    return 'signal %d core dumped %s' % (os.WTERMSIG(st), os.WCOREDUMP(st))
+out['fault'] = died(lambda: ctypes.string_at(0))
+out['SIGSEGV'] = died(lambda: os.kill(os.getpid(), signal.SIGSEGV))
+# pid 1 of a namespace ignores signals it has no handler for, even its own.
+os.kill(1, signal.SIGSEGV)
+out['pid 1 SIGSEGV to itself'] = 'ignored'
+out['cwd'] = os.getcwd()
+out['core files'] = ' '.join(f for d in ('/tmp', '/dev/shm', os.getcwd()) for f in glob.glob(d + '/*core*'))
+print(json.dumps(out), flush=True)
+ctypes.string_at(0)
+`)
+	if r.out.Signal != "SIGSEGV" || r.out.ExitCode != 139 || !r.isError {
+		t.Errorf("got %+v; want a SIGSEGV death reported (exit 139)", r.out)
+	}
+	r.isError, r.out.ExitCode = false, 0 // for probeReport: the report came first
+	want := map[string]string{
+		"RLIMIT_CORE":             "0 0",
+		"fault":                   "signal 11 core dumped False",
+		"SIGSEGV":                 "signal 11 core dumped False",
+		"pid 1 SIGSEGV to itself": "ignored",
+		"cwd":                     "/tmp",
+		"core files":              "",
+	}
+	got := probeReport(t, r)
+	if pipe {
+		// Whether the helper took a dump is its business: not asserted.
+		delete(want, "fault")
+		delete(want, "SIGSEGV")
+		delete(got, "fault")
+		delete(got, "SIGSEGV")
+	}
+	assertReport(t, got, want)
+	afterCase(t, s, r)
+}
+
+// Case 26: the posture of a live run's processes, read from the host.
+func TestIsolationPostureFromHost(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	hostNS := namespacesOf(t, os.Getpid())
+	checked := make(chan []int, 1)
+	go func() {
+		var pids []int
+		defer func() { checked <- pids }()
+		ctx := testContext(t)
+		var id string
+		waitFor(30*time.Second, func() bool {
+			ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+			if err != nil {
+				return false
+			}
+			for _, task := range ts.Tasks {
+				if task.Status == tasktypes.Status_RUNNING {
+					id = task.ID
+					return true
+				}
+			}
+			return false
+		})
+		if id == "" {
+			t.Error("no sandbox ran within 30s")
+			return
+		}
+		c, err := testClient.LoadContainer(ctx, id)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		// The program's child is its sign that it is ready.
+		waitFor(10*time.Second, func() bool { pids = inPIDNamespaceOf(task.Pid()); return len(pids) >= 2 })
+		if len(pids) < 2 {
+			t.Errorf("processes of sandbox %s: got %v; want the interpreter and its child", id, pids)
+		}
+		for _, pid := range pids {
+			checkPosture(t, pid, hostNS)
+		}
+		// Let the program finish: it waits for its child.
+		for _, pid := range pids[1:] {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}()
+	r := hostile(t, s, "python", `
+import subprocess
+print('child', subprocess.run(['sleep', '30']).returncode)
+`, withTimeout(40))
+	pids := <-checked
+	if len(pids) >= 2 && (r.out.Stdout != "child -9\n" || r.isError) {
+		t.Errorf("got %q %+v; want the child killed from the host, exit 0", r.text, r.out)
+	}
+	afterCase(t, s, r)
+}
+
+// checkPosture checks, from /proc on the host, that pid holds no
+// capability, cannot gain privileges, is under a seccomp filter, is not
+// root, and shares no namespace with the host but the user one.
+func checkPosture(t *testing.T, pid int, hostNS map[string]string) {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Errorf("pid %d: %v", pid, err)
+		return
+	}
+	status := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok {
+			status[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	for k, want := range map[string]string{
+		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
+		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000",
+		"NoNewPrivs": "1", "Seccomp": "2",
+		"Uid": "65534 65534 65534 65534", "Gid": "65534 65534 65534 65534", "Groups": "",
+	} {
+		if status[k] != want {
+			t.Errorf("pid %d (%s) %s: got %q; want %q", pid, status["Name"], k, status[k], want)
+		}
+	}
+	for name, link := range namespacesOf(t, pid) {
+		switch {
+		case name == "user":
+			// Shared: user namespaces are not used (the host's uid 65534
+			// is the sandbox's).
+		case strings.HasPrefix(name, "time"):
+			// runc before 1.2 cannot make one; see SECURITY.md.
+		case link == hostNS[name]:
+			t.Errorf("pid %d (%s) %s namespace: got the host's %s; want its own", pid, status["Name"], name, link)
+		}
+	}
+}
+
+// namespacesOf maps the namespace names of pid to their links
+// ("net:[4026531840]").
+func namespacesOf(t *testing.T, pid int) map[string]string {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/ns", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Errorf("%s: %v", dir, err)
+		return nil
+	}
+	out := map[string]string{}
+	for _, e := range ents {
+		if l, err := os.Readlink(filepath.Join(dir, e.Name())); err == nil {
+			out[e.Name()] = l
+		}
+	}
+	return out
+}
+
+// inPIDNamespaceOf lists the host pids in pid's pid namespace, pid first.
+func inPIDNamespaceOf(pid uint32) []int {
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+	if err != nil {
+		return nil
+	}
+	out := []int{int(pid)}
+	for p := range processes() {
+		if l, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", p)); err == nil && l == ns && p != int(pid) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
