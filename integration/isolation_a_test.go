@@ -7,6 +7,7 @@ package integration
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -18,10 +19,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/sys/unix"
 )
 
@@ -865,4 +870,178 @@ const targets = [['127.0.0.1', %d], ['::1', %d], [%q, %d], [%q, %d]];
 		t.Errorf("listeners accepted %d (host loopback) and %d (netns) connections from the sandbox; want none", h, n)
 	}
 	afterCase(t, s, r, js)
+}
+
+// Case 13: raw and packet sockets, AF_ALG, AF_VSOCK and io_uring are
+// refused.
+func TestIsolationSocketFamiliesAndIOURing(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	// Raw and packet sockets are allowed by seccomp and refused by the
+	// kernel for want of CAP_NET_RAW; AF_ALG, AF_VSOCK and io_uring_setup
+	// are not in containerd's default profile, whose default action is
+	// EPERM.
+	r := hostile(t, s, "python", `
+import ctypes, errno, socket
+def sock(what, *args):
+    try:
+        socket.socket(*args).close()
+        print(what, 'opened')
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+sock('raw ipv4', socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+sock('raw ipv6', socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6)
+sock('raw tcp', socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_TCP)
+sock('packet raw', socket.AF_PACKET, socket.SOCK_RAW, 0)
+sock('packet dgram', socket.AF_PACKET, socket.SOCK_DGRAM, 0)
+sock('alg', 38, socket.SOCK_SEQPACKET, 0)
+sock('vsock', 40, socket.SOCK_STREAM, 0)
+libc = ctypes.CDLL(None, use_errno=True)
+params = ctypes.create_string_buffer(120)
+fd = libc.syscall(425, 8, params)  # io_uring_setup, the same number on x86_64 and arm64
+print('io_uring_setup', fd if fd >= 0 else errno.errorcode[ctypes.get_errno()])
+`)
+	want := "raw ipv4 EPERM\nraw ipv6 EPERM\nraw tcp EPERM\npacket raw EPERM\npacket dgram EPERM\nalg EPERM\nvsock EPERM\nio_uring_setup EPERM\n"
+	if r.text != want {
+		t.Errorf("got %q; want %q", r.text, want)
+	}
+	afterCase(t, s, r)
+}
+
+// startMCPWith is startMCP on a config that edit rewrites: serverCommand
+// fixes [sandbox] concurrency, which case 27 must raise.
+func startMCPWith(t *testing.T, spec serverSpec, edit func(config string) string) *mcpServer {
+	t.Helper()
+	cmd, stateDir := serverCommand(t, spec)
+	i := slices.Index(cmd.Args, "--config")
+	if i < 0 || i+1 >= len(cmd.Args) {
+		t.Fatalf("server command %v has no --config", cmd.Args)
+	}
+	b, err := os.ReadFile(cmd.Args[i+1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cmd.Args[i+1], []byte(edit(string(b))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
+		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
+			return cmd, nil
+		}))
+	c := client.NewClient(tr)
+	t.Cleanup(func() {
+		assertNoLeftovers(t, stateDir)
+		if t.Failed() {
+			t.Logf("server stderr:\n%s", stderr)
+		}
+	})
+	t.Cleanup(func() {
+		if err := c.Close(); err != nil {
+			t.Errorf("close the client (the server's exit): %v", err)
+		}
+	})
+	ctx := testContext(t)
+	if err := c.Start(ctx); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
+		ClientInfo: mcp.Implementation{Name: "integration", Version: "1"},
+	}}); err != nil {
+		t.Fatalf("initialize: %v\nstderr:\n%s", err, stderr)
+	}
+	return &mcpServer{c: c, stderr: stderr}
+}
+
+// Case 27: eight hostile runs at once, while a normal run still completes
+// in time.
+func TestIsolationManyHostileRunsAtOnce(t *testing.T) {
+	// Ten slots: the eight bombs and the normal run all run, none queues.
+	s := startMCPWith(t, serverSpec{config: "[limits]\nmemory = \"256MiB\"\n"}, func(c string) string {
+		return strings.Replace(c, "concurrency = 4\n", "concurrency = 10\n", 1)
+	})
+	const timeout = 6
+	forkBomb := `
+import os, time
+while True:
+    try:
+        os.fork()
+    except OSError:
+        time.sleep(0.01)
+`
+	// A parent that keeps forking memory bombs: the pressure lasts the
+	// whole run, not just until the first OOM kill.
+	memBomb := `
+import os, time
+print('bombing', flush=True)
+while True:
+    if os.fork() == 0:
+        chunks = []
+        while True:
+            chunks.append(b'x' * (16 << 20))
+    os.wait()
+`
+	cpuSpin := `
+import os
+os.fork()
+while True:
+    pass
+`
+	jsMemBomb := `
+const { spawnSync } = require('child_process');
+console.log('bombing');
+for (;;) spawnSync(process.execPath, ['-e', 'const a = []; for (;;) a.push(Buffer.alloc(16 << 20, 1));']);
+`
+	jsSpin := "for (;;) {}"
+	bombs := []struct{ kind, lang, code string }{
+		{"fork", "python", forkBomb}, {"fork", "python", forkBomb},
+		{"memory", "python", memBomb}, {"memory", "python", memBomb}, {"memory", "javascript", jsMemBomb},
+		{"cpu", "python", cpuSpin}, {"cpu", "python", cpuSpin}, {"cpu", "javascript", jsSpin},
+	}
+	w := watchStarts(t)
+	ctx := testContext(t)
+	var wg sync.WaitGroup
+	results := make([]*mcp.CallToolResult, len(bombs))
+	errs := make([]error, len(bombs))
+	for i, b := range bombs {
+		wg.Go(func() {
+			args := code(b.code)
+			args["timeout_seconds"] = timeout
+			results[i], errs[i] = s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: toolFor[b.lang], Arguments: args}})
+		})
+	}
+	if !waitFor(30*time.Second, func() bool { return len(w.seen()) >= len(bombs) }) {
+		t.Fatalf("%d of %d hostile runs started within 30s", len(w.seen()), len(bombs))
+	}
+	// All eight run: the normal run competes with them for the CPUs, the
+	// kernel and containerd. Its sandbox is new (the pools went to the
+	// bombs), and python needs a fraction of a CPU second, so even with
+	// fair shares of 2 cores among ten cgroups it takes a few seconds;
+	// 10 s means the bombs starved the host.
+	time.Sleep(time.Second)
+	start := time.Now()
+	normal := s.call(ctx, t, "run_python_code", code("print(1)"))
+	took := time.Since(start)
+	t.Logf("normal run during the bombs took %s", took.Round(time.Millisecond))
+	if normal.text != "1\n" || normal.isError || took > 10*time.Second {
+		t.Errorf("normal run during the bombs: %q (isError %v) in %s; want 1 within 10s", normal.text, normal.isError, took.Round(time.Millisecond))
+	}
+	wg.Wait()
+	for i, b := range bombs {
+		if errs[i] != nil {
+			t.Errorf("bomb %d (%s %s): %v", i, b.lang, b.kind, errs[i])
+			continue
+		}
+		r := decodeResult(t, results[i])
+		ok := r.out.TimedOut && r.out.Signal == "SIGKILL"
+		if b.kind == "memory" {
+			// The children die of OOM and the parent at the deadline; the
+			// run reports both.
+			ok = ok && r.out.OOMKilled
+		}
+		if !ok {
+			t.Errorf("bomb %d (%s %s): %+v; want timed out with SIGKILL%s", i, b.lang, b.kind, r.out, map[bool]string{true: ", oom_killed"}[b.kind == "memory"])
+		}
+	}
+	afterCase(t, s, hostileRun{ids: w.seen(), watch: w})
 }
