@@ -205,7 +205,6 @@ func TestIsolationMemoryBomb(t *testing.T) {
 		// Each chunk is written, so its pages are really used: overcommit
 		// lets malloc succeed and the cgroup, not MemoryError, stops it.
 		{"python", "python", `
-import sys
 chunks = []
 while True:
     chunks.append(b'x' * (8 << 20))
@@ -365,7 +364,7 @@ for d in ('/tmp', '/dev/shm'):
 		line := lastLine(r.out.Stdout, c.dir+" ")
 		var size, wrote int
 		var errno string
-		if _, err := fmtSscanf(line, "size %d wrote %d error %s", &size, &wrote, &errno); err != nil {
+		if _, err := fmt.Sscanf(line, "size %d wrote %d error %s", &size, &wrote, &errno); err != nil {
 			t.Errorf("%s: line %q: %v", c.dir, line, err)
 			continue
 		}
@@ -470,9 +469,6 @@ for d in ['/tmp', '/dev/shm', '/var/tmp']:
 	}
 	afterCase(t, s, first, second)
 }
-
-// fmtSscanf is fmt.Sscanf.
-var fmtSscanf = fmt.Sscanf
 
 // Case 9: floods of output, on stdout, on stderr and as one 100 MB line
 // with no newline, are cut to the configured bytes per stream with the cut
