@@ -240,22 +240,12 @@ func cgroupDirs(id string) []string {
 
 // afterCase checks the host after hostile runs: the server answers a
 // normal run promptly; each run's sandbox container is gone and so is its
-// cgroup, which was seen while it ran (so the check looks in the right
-// place). With no runs it checks only the normal run. What startMCP's cleanup checks when the server exits (tasks,
-// snapshots, shims, mounts, state directory) comes on top.
+// cgroup, which was seen while a run lived (so the check looks in the
+// right place). With no runs it checks only the normal run. What
+// startMCP's cleanup checks when the server exits (tasks, snapshots,
+// shims, mounts, state directory) comes on top.
 func afterCase(t *testing.T, s *mcpServer, runs ...hostileRun) {
 	t.Helper()
-	// A hostile run is destroyed in the background, and a normal run must
-	// not wait for that. 2 cores, maybe another suite at once: a fresh
-	// python start takes well under a second; 10 s is a hung server.
-	ctx, cancel := context.WithTimeout(testContext(t), 30*time.Second)
-	defer cancel()
-	start := time.Now()
-	r := s.call(ctx, t, "run_python_code", code("print(1)"))
-	if took := time.Since(start); r.text != "1\n" || r.isError || took > 10*time.Second {
-		t.Errorf("normal run after the hostile one: %q (isError %v) in %s; want 1 within 10s", r.text, r.isError, took.Round(time.Millisecond))
-	}
-
 	var ids []string
 	sawCgroup := false
 	for _, run := range runs {
@@ -268,11 +258,37 @@ func afterCase(t *testing.T, s *mcpServer, runs ...hostileRun) {
 			}
 		}
 	}
+	// A short program may be gone, cgroup and all, before its start event
+	// reaches the watcher on a busy host. Then the normal run lasts a
+	// second, long enough to show where the cgroups are.
+	src := "print(1)"
+	var w *startWatch
+	if len(ids) > 0 && !sawCgroup {
+		w = watchStarts(t)
+		src = "import time\ntime.sleep(1)\nprint(1)"
+	}
+
+	// A hostile run is destroyed in the background, and a normal run must
+	// not wait for that. 2 cores, maybe another suite at once: a fresh
+	// python start takes well under a second; 10 s is a hung server.
+	ctx, cancel := context.WithTimeout(testContext(t), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	r := s.call(ctx, t, "run_python_code", code(src))
+	if took := time.Since(start); r.text != "1\n" || r.isError || took > 10*time.Second {
+		t.Errorf("normal run after the hostile one: %q (isError %v) in %s; want 1 within 10s", r.text, r.isError, took.Round(time.Millisecond))
+	}
+
 	if len(ids) == 0 {
 		return // a case that must not start a sandbox
 	}
+	if w != nil {
+		for _, id := range w.seen() {
+			sawCgroup = sawCgroup || w.sawCgroup(id)
+		}
+	}
 	if !sawCgroup {
-		t.Errorf("none of the cgroups %v existed while its run started; the cgroup checks look in the wrong place", cgroupDirs(ids[0]))
+		t.Errorf("no cgroup such as %v existed while its run started, not even a normal run's; the cgroup checks look in the wrong place", cgroupDirs(ids[0]))
 	}
 	var left []string
 	waitFor(30*time.Second, func() bool {
