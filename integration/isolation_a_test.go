@@ -59,8 +59,10 @@ func intAfter(s, prefix string) int {
 // Case 1: fork bombs, of processes and of threads (and Node workers), hit
 // the pids limit and are killed at the deadline.
 func TestIsolationForkBomb(t *testing.T) {
-	s := startMCP(t, serverSpec{config: "[limits]\npids = 64\n"})
-	const pids = 64
+	// Node's own threads count too: a lower limit for it keeps the worker
+	// bomb, an isolate per worker, quick on a busy host.
+	s := startMCP(t, serverSpec{config: "[limits]\npids = 64\n[languages.javascript.limits]\npids = 32\n"})
+	pids := map[string]int{"python": 64, "javascript": 32}
 	tests := []struct {
 		name, lang, code string
 		want             *regexp.Regexp // on stdout
@@ -158,7 +160,8 @@ setInterval(() => {}, 1000);
 `,
 			want:  regexp.MustCompile(`^worker failed: ERR_WORKER_INIT_FAILED\nthreads: \d+\n$`),
 			count: "threads: ",
-			// Each worker is an isolate: on one CPU, some 50 take 3 s.
+			// Each worker is an isolate: on one CPU, some 20 take 1 s,
+			// more if another suite runs.
 			timeout: 8,
 		},
 	}
@@ -171,13 +174,13 @@ setInterval(() => {}, 1000);
 			if !tt.want.MatchString(r.out.Stdout) {
 				t.Errorf("stdout %q; want it to match %s (stderr %q)", r.out.Stdout, tt.want, r.out.Stderr)
 			}
-			if n := intAfter(r.out.Stdout, tt.count); n < 1 || n > pids {
-				t.Errorf("%s%d; want 1 to %d (the pids limit)", tt.count, n, pids)
+			if n := intAfter(r.out.Stdout, tt.count); n < 1 || n > pids[tt.lang] {
+				t.Errorf("%s%d; want 1 to %d (the pids limit)", tt.count, n, pids[tt.lang])
 			}
 			killedAtDeadline(t, r, timeout)
 			for _, id := range r.ids {
-				if got := r.watch.cgroupLimits(id)["pids.max"]; got != strconv.Itoa(pids) {
-					t.Errorf("sandbox %s pids.max %q; want %d", id, got, pids)
+				if got := r.watch.cgroupLimits(id)["pids.max"]; got != strconv.Itoa(pids[tt.lang]) {
+					t.Errorf("sandbox %s pids.max %q; want %d", id, got, pids[tt.lang])
 				}
 			}
 		})
@@ -204,13 +207,18 @@ func TestIsolationMemoryBomb(t *testing.T) {
 	tests := []struct{ name, lang, code string }{
 		// Each chunk is written, so its pages are really used: overcommit
 		// lets malloc succeed and the cgroup, not MemoryError, stops it.
+		// The first second lets the start watcher read the cgroup's
+		// limits before the bomb is killed and its cgroup removed.
 		{"python", "python", `
+import time
+time.sleep(1)
 chunks = []
 while True:
     chunks.append(b'x' * (8 << 20))
     print('allocated MiB:', 8 * len(chunks), flush=True)
 `},
 		{"javascript", "javascript", `
+Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1000);
 const chunks = [];
 for (;;) {
   chunks.push(Buffer.alloc(8 << 20, 1));
