@@ -7,7 +7,6 @@ package integration
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -24,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"golang.org/x/sys/unix"
 )
@@ -911,59 +908,11 @@ print('io_uring_setup', fd if fd >= 0 else errno.errorcode[ctypes.get_errno()])
 	afterCase(t, s, r)
 }
 
-// startMCPWith is startMCP on a config that edit rewrites: serverCommand
-// fixes [sandbox] concurrency, which case 27 must raise.
-func startMCPWith(t *testing.T, spec serverSpec, edit func(config string) string) *mcpServer {
-	t.Helper()
-	cmd, stateDir := serverCommand(t, spec)
-	i := slices.Index(cmd.Args, "--config")
-	if i < 0 || i+1 >= len(cmd.Args) {
-		t.Fatalf("server command %v has no --config", cmd.Args)
-	}
-	b, err := os.ReadFile(cmd.Args[i+1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cmd.Args[i+1], []byte(edit(string(b))), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
-		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
-			return cmd, nil
-		}))
-	c := client.NewClient(tr)
-	t.Cleanup(func() {
-		assertNoLeftovers(t, stateDir)
-		if t.Failed() {
-			t.Logf("server stderr:\n%s", stderr)
-		}
-	})
-	t.Cleanup(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close the client (the server's exit): %v", err)
-		}
-	})
-	ctx := testContext(t)
-	if err := c.Start(ctx); err != nil {
-		t.Fatalf("start %s: %v", cmd.Path, err)
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ClientInfo: mcp.Implementation{Name: "integration", Version: "1"},
-	}}); err != nil {
-		t.Fatalf("initialize: %v\nstderr:\n%s", err, stderr)
-	}
-	return &mcpServer{c: c, stderr: stderr}
-}
-
 // Case 27: eight hostile runs at once, while a normal run still completes
 // in time.
 func TestIsolationManyHostileRunsAtOnce(t *testing.T) {
 	// Ten slots: the eight bombs and the normal run all run, none queues.
-	s := startMCPWith(t, serverSpec{config: "[limits]\nmemory = \"256MiB\"\n"}, func(c string) string {
-		return strings.Replace(c, "concurrency = 4\n", "concurrency = 10\n", 1)
-	})
+	s := startMCP(t, serverSpec{concurrency: 10, config: "[limits]\nmemory = \"256MiB\"\n"})
 	const timeout = 6
 	forkBomb := `
 import os, time

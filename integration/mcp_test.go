@@ -96,10 +96,11 @@ func (s *syncBuffer) String() string {
 
 // serverSpec is how to start one server.
 type serverSpec struct {
-	args    []string // before the built-in --config, --address, --namespace
-	env     []string // the server's whole environment, besides PATH
-	sandbox string   // lines for the [sandbox] table
-	config  string   // more TOML tables (not [sandbox])
+	args        []string // before the built-in --config, --address, --namespace
+	env         []string // the server's whole environment, besides PATH
+	concurrency int      // [sandbox] concurrency; 0 means 4
+	sandbox     string   // more lines for the [sandbox] table
+	config      string   // more TOML tables (not [sandbox])
 }
 
 // serverCommand returns the command for a server on the test daemon with
@@ -109,7 +110,11 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 	unpackImages(t)
 	stateDir := newStateDir(t)
 	cfgPath := filepath.Join(t.TempDir(), "sandbox.toml")
-	cfg := fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = 4\n%s\n%s\n", stateDir, spec.sandbox, spec.config)
+	concurrency := spec.concurrency
+	if concurrency == 0 {
+		concurrency = 4
+	}
+	cfg := fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n", stateDir, concurrency, spec.sandbox, spec.config)
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
