@@ -81,6 +81,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedI
 	if err := caller.Err(); err != nil {
 		return nil, fmt.Errorf("sandbox creation cancelled: %w", context.Cause(caller))
 	}
+	e.log.Debug("sandbox created", "run", s.id, "took", time.Since(s.created))
 	return s, nil
 }
 
@@ -171,6 +172,7 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 	if err := s.task.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", s.lang.Command[0], s.lang.Image, err)
 	}
+	started := time.Now()
 	res := &Result{Language: s.lang.Name, Image: s.lang.Image, Timeout: timeout}
 	var (
 		status containerd.ExitStatus
@@ -190,6 +192,8 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 	}
 	res.Duration = time.Since(start)
 	s.drain()
+	s.e.log.Debug("run phases", "run", s.id,
+		"start", started.Sub(start), "run", res.Duration, "drain", time.Since(start)-res.Duration)
 
 	code, _, err := status.Result()
 	if err != nil {
