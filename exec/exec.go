@@ -65,6 +65,7 @@ type Executor struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	closeMu   sync.RWMutex // orders enter's check against Close
 
 	oom *oomWatch
 
@@ -162,7 +163,9 @@ func (e *Executor) Close() error {
 }
 
 func (e *Executor) shutdown() error {
+	e.closeMu.Lock()
 	e.close()
+	e.closeMu.Unlock()
 	e.runs.Wait()
 	for _, p := range e.pools {
 		p.wait()

@@ -40,19 +40,28 @@ func newPool(e *Executor, lang Language) *pool {
 	}
 }
 
-// take returns a ready sandbox, or nil if there is none.
+// take returns a ready sandbox, or nil if there is none. It does not wake
+// the filler: the caller calls refill once its program is done, so that
+// creating the next sandbox, which costs far more CPU than a short
+// program, does not compete with the program it would slow down.
 func (p *pool) take() *sandbox {
 	if p == nil || p.size <= 0 {
 		return nil
 	}
 	select {
 	case s := <-p.ready:
-		p.poke()
 		return s
 	default:
-		p.poke()
 		return nil
 	}
+}
+
+// refill wakes the filler.
+func (p *pool) refill() {
+	if p == nil || p.size <= 0 {
+		return
+	}
+	p.poke()
 }
 
 func (p *pool) poke() {

@@ -37,6 +37,10 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !e.enter() {
+		return nil, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+	}
+	defer e.runs.Done()
 	// Runs end when the caller gives up or the executor closes.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -49,10 +53,11 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
 	}
-	e.runs.Add(1)
-	defer e.runs.Done()
 
-	s := e.pools[lang.Name].take()
+	pool := e.pools[lang.Name]
+	// Refill after the program, not before it: see pool.take.
+	defer pool.refill()
+	s := pool.take()
 	if s == nil {
 		img, err := e.image(ctx, lang.Name)
 		if err != nil {
@@ -64,6 +69,18 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	defer e.retire(s)
 	return s.execute(ctx, req.Code, timeout)
+}
+
+// enter counts a run in, unless the executor is closing: Close waits for
+// the runs it counted.
+func (e *Executor) enter() bool {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	if e.closing.Err() != nil {
+		return false
+	}
+	e.runs.Add(1)
+	return true
 }
 
 // retire destroys a used sandbox in the background, off the response path.

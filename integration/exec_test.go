@@ -599,19 +599,25 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := testContext(t)
-	if !waitRunning(t, 30*time.Second) {
+	// Its run holds the sandbox it took from the pool, and the pool has
+	// made the next one.
+	twoSandboxes := func() bool {
+		cs, err := testClient.Containers(ctx)
+		return err == nil && len(cs) == 2
+	}
+	if !waitRunning(t, 30*time.Second) || !waitFor(30*time.Second, twoSandboxes) {
 		cmd.Process.Kill()
 		cmd.Wait()
-		t.Fatal("the crashing server's run never started")
+		t.Fatal("the crashing server never had a running and a ready sandbox")
 	}
 	// The crash: no cleanup runs.
 	cmd.Process.Kill()
 	cmd.Wait()
-	if cs, _ := testClient.Containers(ctx); len(cs) != 1 {
-		t.Fatalf("after the crash: got %d containers; want the orphan", len(cs))
+	if !twoSandboxes() {
+		t.Fatal("after the crash: want the two orphaned sandboxes")
 	}
-	if entries, _ := os.ReadDir(stateDir); len(entries) != 1 {
-		t.Fatalf("after the crash: got %d run directories; want the orphan's", len(entries))
+	if entries, _ := os.ReadDir(stateDir); len(entries) != 2 {
+		t.Fatalf("after the crash: got %d run directories; want the orphans' two", len(entries))
 	}
 
 	// The next server, on the same state directory, sweeps at Prepare.

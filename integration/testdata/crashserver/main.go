@@ -1,7 +1,8 @@
-// Command crashserver starts one long run through the executor and waits
-// to be killed, as a server that crashes mid-run would be. The orphan
-// sweep test kills it with SIGKILL and checks that the next executor reaps
-// what it left.
+// Command crashserver starts one long run through the executor, with a
+// pool of one ready sandbox, and waits to be killed, as a server that
+// crashes mid-run would be. The orphan sweep test kills it with SIGKILL and
+// checks that the next executor reaps what it left: the running sandbox
+// and the ready one.
 //
 // Usage: crashserver ADDRESS NAMESPACE STATE_DIR IMAGE
 package main
@@ -29,6 +30,7 @@ func main() {
 			Image:   os.Args[4],
 			Command: []string{"python3"},
 			File:    "main.py",
+			Pool:    1,
 			Limits: exec.Limits{
 				MemoryBytes: 128 << 20, CPUs: 1, Pids: 64, TmpBytes: 1 << 20, ShmBytes: 1 << 20,
 				FileBytes: 1 << 20, OpenFiles: 64, Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute,
@@ -37,6 +39,10 @@ func main() {
 		}},
 	})
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := e.Prepare(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
