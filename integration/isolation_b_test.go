@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -391,16 +392,8 @@ func TestIsolationNoDaemonSockets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	var accepted atomic.Int64
+	countAccepts(t, l, &accepted)
 	if c, err := net.Dial("unix", abstract); err != nil {
 		t.Fatalf("the host cannot reach its own abstract socket %s: %v", abstract, err)
 	} else {
@@ -449,6 +442,10 @@ for (const a of addrs) {
 }
 `)
 	assertReport(t, probeReport(t, js), want)
+	// Our listener saw the host's own dial, and nothing from the sandbox.
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("abstract listener %s accepted %d connections; want 1 (the host's)", abstract, n)
+	}
 	afterCase(t, s, r, js)
 }
 
