@@ -12,7 +12,9 @@
 //	                     binary's directory); put first on the daemon's PATH.
 //	SANDBOX_IMAGES       image archives to import, separated by ':'.
 //
-// It must not know the MCP layer; it drives the executor and containerd.
+// The executor's tests drive package exec; the MCP, isolation and benchmark
+// tests drive the real binary over stdio, as a client would, and never
+// import its code.
 package integration
 
 import (
