@@ -454,6 +454,9 @@ func deleteRuncState(dir string, ids []string) []string {
 			exec.Command("runc", "--root", root, "delete", "--force", id).Run()
 		}
 	}
+	// The namespace's directory, once empty; a run going on beside this
+	// one keeps it (Remove fails on a directory with entries).
+	os.Remove(root)
 	return ids
 }
 
