@@ -16,7 +16,9 @@ import (
 const idPrefix = "csm-"
 
 const (
-	// cleanupTimeout bounds the deletion of one sandbox's objects.
+	// createTimeout bounds the creation of one sandbox, cleanupTimeout the
+	// deletion of its objects.
+	createTimeout  = 30 * time.Second
 	cleanupTimeout = 30 * time.Second
 	// exitTimeout bounds the wait for a killed task to be reported gone.
 	exitTimeout = 10 * time.Second

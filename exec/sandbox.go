@@ -45,7 +45,7 @@ type sandbox struct {
 // checked once it is done.
 func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedImage, deadline time.Time) (_ *sandbox, err error) {
 	caller := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
 	s := &sandbox{
 		e:       e,
