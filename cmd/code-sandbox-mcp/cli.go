@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 
 	"os/signal"
 	"runtime"
@@ -259,6 +260,24 @@ func loadConfig(g globals, env lookupFunc) (*config.Config, error) {
 		return nil, fmt.Errorf("configuration after flags and environment: %w", err)
 	}
 	return cfg, nil
+}
+
+// oneShot adapts an executor configuration for a command that runs a few
+// programs and exits (run, doctor): it keeps only the named languages, if
+// given and configured, and no pools, which would only create sandboxes
+// that nobody uses.
+func oneShot(ec exec.Config, only ...string) exec.Config {
+	langs := map[string]exec.Language{}
+	for name, l := range ec.Languages {
+		if len(only) == 0 || slices.Contains(only, name) {
+			l.Pool = 0
+			langs[name] = l
+		}
+	}
+	if len(langs) > 0 {
+		ec.Languages = langs
+	}
+	return ec
 }
 
 // execConfig translates the configuration for the executor. Only the

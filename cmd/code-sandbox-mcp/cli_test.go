@@ -1,6 +1,8 @@
 package main
 
 import (
+	"code-sandbox-mcp/exec"
+
 	"bytes"
 	"os"
 	"path/filepath"
@@ -176,5 +178,24 @@ func TestRealMainUsage(t *testing.T) {
 		if code != tc.code || stdout.String() != tc.stdout || !strings.Contains(stderr.String(), tc.stderrPart) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderrPart)
 		}
+	}
+}
+
+func TestOneShotKeepsNoPools(t *testing.T) {
+	ec := exec.Config{Languages: map[string]exec.Language{
+		"python":     {Image: "p", Pool: 2},
+		"javascript": {Image: "j", Pool: 2},
+	}}
+	got := oneShot(ec, "python")
+	if len(got.Languages) != 1 || got.Languages["python"].Pool != 0 || got.Languages["python"].Image != "p" {
+		t.Errorf("oneShot(python): got %+v; want python alone, with no pool", got.Languages)
+	}
+	all := oneShot(ec)
+	if len(all.Languages) != 2 || all.Languages["javascript"].Pool != 0 {
+		t.Errorf("oneShot(): got %+v; want both languages, with no pool", all.Languages)
+	}
+	// An unknown language keeps them all, so the run reports it by name.
+	if got := oneShot(ec, "cobol"); len(got.Languages) != 2 {
+		t.Errorf("oneShot(cobol): got %d languages; want the 2 configured", len(got.Languages))
 	}
 }

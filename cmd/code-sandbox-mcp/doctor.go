@@ -94,7 +94,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		c.skip("hello world", "no image is present")
 		return !c.failed
 	}
-	ex, err := exec.New(ctx, execConfig(cfg, env, logger))
+	ex, err := exec.New(ctx, oneShot(execConfig(cfg, env, logger)))
 	if err != nil {
 		c.fail("executor", err.Error(), "")
 		return !c.failed

@@ -77,7 +77,7 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 		return exitUsage
 	}
 
-	ex, err := exec.New(ctx, execConfig(cfg, env, logger))
+	ex, err := exec.New(ctx, oneShot(execConfig(cfg, env, logger), lang))
 	if err != nil {
 		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
 		return exitSandbox
