@@ -185,14 +185,10 @@ func withNoAdditionalGIDs(_ context.Context, _ ctroci.Client, _ *containers.Cont
 	return nil
 }
 
-// withNoAmbientCapabilities empties the inheritable and ambient sets, which
-// WithCapabilities leaves alone.
+// withNoAmbientCapabilities empties the ambient set, the one
+// WithCapabilities(nil) leaves alone (it empties the other four).
 func withNoAmbientCapabilities(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
-	s.Process.Capabilities.Inheritable = []string{}
-	s.Process.Capabilities.Ambient = []string{}
-	s.Process.Capabilities.Bounding = []string{}
-	s.Process.Capabilities.Effective = []string{}
-	s.Process.Capabilities.Permitted = []string{}
+	s.Process.Capabilities.Ambient = nil
 	return nil
 }
 
