@@ -29,6 +29,9 @@ const CodeDir = "/sandbox"
 type Policy struct {
 	// Args is the full command line, program path included.
 	Args []string
+	// WaitForStart makes the process a stub that can be started before
+	// its program exists: see StubArgs.
+	WaitForStart bool
 	// Env is the complete environment, as KEY=value; see Env.
 	Env []string
 	// UID and GID the program runs as. Zero is refused: runs are never root.
@@ -83,7 +86,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	}
 	quota, period := cfs(p.CPUs)
 	opts := []ctroci.SpecOpts{
-		ctroci.WithProcessArgs(p.Args...),
+		ctroci.WithProcessArgs(p.args()...),
 		ctroci.WithProcessCwd("/tmp"),
 		withEnvExactly(p.Env),
 		ctroci.WithUIDGID(p.UID, p.GID),
@@ -118,6 +121,8 @@ func (p Policy) validate() error {
 	switch {
 	case len(p.Args) == 0:
 		return fmt.Errorf("policy has no command")
+	case p.WaitForStart && !CanWaitForStart(p.Env):
+		return fmt.Errorf("policy waits for its start in a shell, but its environment sets one of %v, which the shell would change", stubUnset)
 	case p.UID == 0 || p.GID == 0:
 		return fmt.Errorf("policy would run as uid %d gid %d: sandboxes never run as root", p.UID, p.GID)
 	case p.MemoryBytes <= 0:
@@ -130,6 +135,54 @@ func (p Policy) validate() error {
 		return fmt.Errorf("policy has no size for /tmp or /dev/shm")
 	}
 	return nil
+}
+
+// StubScript is what a sandbox started ahead of its program runs, in the
+// image's /bin/sh: it waits for one line on standard input, which only the
+// server writes, once the program is in place, and then replaces itself
+// with the interpreter ("$@"), whose standard input is /dev/null. A
+// standard input closed without a line (the sandbox is being destroyed, or
+// the server went away) ends it without running anything. dash and
+// BusyBox's ash add PWD (and may add OLDPWD or SHLVL) to what they pass
+// on; the unset takes them out again, so that the interpreter's
+// environment is exactly the spec's. bash cannot be made to stop adding
+// SHLVL, so under bash the stub exits at once with StubRefused, and the
+// server stops starting sandboxes ahead for that image.
+const StubScript = `[ -z "${BASH_VERSION-}" ] || exit 121
+read -r _ || exit
+unset PWD OLDPWD SHLVL
+exec "$@" </dev/null`
+
+// stubUnset are the variables StubScript unsets.
+var stubUnset = []string{"PWD", "OLDPWD", "SHLVL"}
+
+// CanWaitForStart reports whether a stub keeps env exactly: it does unless
+// env sets one of the variables the stub unsets.
+func CanWaitForStart(env []string) bool {
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if slices.Contains(stubUnset, k) {
+			return false
+		}
+	}
+	return true
+}
+
+// StubRefused is the exit status of a stub that refuses to run under the
+// image's /bin/sh.
+const StubRefused = 121
+
+// StubArgs returns the argv of a process that runs StubScript in
+// /bin/sh and then args.
+func StubArgs(args []string) []string {
+	return append([]string{"/bin/sh", "-c", StubScript, "sh"}, args...)
+}
+
+func (p Policy) args() []string {
+	if p.WaitForStart {
+		return StubArgs(p.Args)
+	}
+	return p.Args
 }
 
 // cfs converts a number of CPUs into a CFS quota over a 100 ms period.

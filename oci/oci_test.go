@@ -228,6 +228,7 @@ func TestSpecOptsRefusesUnsafePolicies(t *testing.T) {
 		"no pids limit": func(p *Policy) { p.Pids = 0 },
 		"no tmp size":   func(p *Policy) { p.TmpBytes = 0 },
 		"no command":    func(p *Policy) { p.Args = nil },
+		"stub with PWD": func(p *Policy) { p.WaitForStart = true; p.Env = append(p.Env, "PWD=/x") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := testPolicy()
