@@ -3,7 +3,12 @@ package exec
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+
+	sandboxoci "code-sandbox-mcp/oci"
 )
 
 // poolMaxAge is how long a ready sandbox may wait for a program. Older ones
@@ -11,12 +16,18 @@ import (
 // the longest run, stays true.
 const poolMaxAge = 10 * time.Minute
 
-// pool keeps sandboxes of one language created and waiting, so that a run
-// pays only for starting its program. Each sandbox is used once. A pool of
-// size 0 keeps nothing: every run creates its own sandbox.
+// pool keeps sandboxes of one language created, started ahead and waiting,
+// so that a run pays only for the write of its program and one line to
+// the waiting stub (see oci.StubScript). Each sandbox is used once. A pool
+// of size 0 keeps nothing: every run creates its own sandbox.
+//
+// Where the image cannot run the stub (no /bin/sh, or bash as /bin/sh),
+// the pool falls back, for good, to sandboxes created and not started,
+// and a run then pays for Start too.
 //
 // Ready sandboxes hold no concurrency slot: a slot bounds programs that
-// run. Refilling is one sandbox at a time per language, in the background.
+// run, and a waiting stub uses no CPU. Refilling is one sandbox at a time
+// per language, in the background.
 type pool struct {
 	e    *Executor
 	lang Language
@@ -24,13 +35,14 @@ type pool struct {
 
 	ready   chan *sandbox
 	wake    chan struct{}
+	ahead   atomic.Bool // start sandboxes ahead, on the stub
 	start   sync.Once
 	started bool          // set inside start
 	done    chan struct{} // closed when the filler has stopped
 }
 
 func newPool(e *Executor, lang Language) *pool {
-	return &pool{
+	p := &pool{
 		e:     e,
 		lang:  lang,
 		size:  lang.Pool,
@@ -38,9 +50,13 @@ func newPool(e *Executor, lang Language) *pool {
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
+	p.ahead.Store(true)
+	return p
 }
 
-// take returns a ready sandbox, or nil if there is none. It does not wake
+// take returns a ready sandbox, or nil if there is none. A sandbox whose
+// stub exited before its program is destroyed instead, and the pool stops
+// starting sandboxes ahead. take does not wake
 // the filler: the caller calls refill once its program is done, so that
 // creating the next sandbox, which costs far more CPU than a short
 // program, does not compete with the program it would slow down.
@@ -48,12 +64,32 @@ func (p *pool) take() *sandbox {
 	if p == nil || p.size <= 0 {
 		return nil
 	}
+	var s *sandbox
 	select {
-	case s := <-p.ready:
-		return s
+	case s = <-p.ready:
 	default:
 		return nil
 	}
+	if st, exited := s.stubExited(); exited {
+		p.stubFailed(st)
+		p.e.retire(s)
+		return nil
+	}
+	return s
+}
+
+// stubFailed stops starting sandboxes ahead, after a stub exited early with
+// status st.
+func (p *pool) stubFailed(st containerd.ExitStatus) {
+	if !p.ahead.Swap(false) {
+		return
+	}
+	code, _, _ := st.Result()
+	why := "the waiting /bin/sh exited before its program"
+	if code == sandboxoci.StubRefused {
+		why = "the image's /bin/sh is bash, which changes the environment it passes on"
+	}
+	p.e.log.Info("ready sandboxes will be created without being started: "+why, "language", p.lang.Name, "exit_status", code)
 }
 
 // refill wakes the filler.
@@ -101,7 +137,16 @@ func (p *pool) fill(img *preparedImage) {
 		p.expire()
 		for len(p.ready) < p.size && ctx.Err() == nil {
 			deadline := time.Now().Add(poolMaxAge + p.lang.Limits.MaxTimeout + cleanupGrace)
-			s, err := p.e.newSandbox(ctx, p.lang, img, deadline)
+			s, err := p.e.newSandbox(ctx, p.lang, img, deadline, p.ahead.Load())
+			if err != nil && p.ahead.Load() && ctx.Err() == nil {
+				// Perhaps the image has no /bin/sh: try without it.
+				var err2 error
+				if s, err2 = p.e.newSandbox(ctx, p.lang, img, deadline, false); err2 == nil {
+					p.ahead.Store(false)
+					p.e.log.Info("ready sandboxes will be created without being started: the waiting /bin/sh cannot start", "language", p.lang.Name, "err", err)
+					err = nil
+				}
+			}
 			if err != nil {
 				if ctx.Err() != nil {
 					break

@@ -65,7 +65,8 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if s, err = e.newSandbox(ctx, lang, img, time.Now().Add(timeout+cleanupGrace)); err != nil {
+		// Started ahead would only add the stub's exec to the run.
+		if s, err = e.newSandbox(ctx, lang, img, time.Now().Add(timeout+cleanupGrace), false); err != nil {
 			return nil, err
 		}
 	}

@@ -3,6 +3,7 @@ package exec
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -17,9 +18,11 @@ import (
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
-// sandbox is one container whose task is created but not started: the
-// program's directory is mounted and still empty, the process waits for
-// Start. It runs exactly one program and is then destroyed.
+// sandbox is one container whose task waits for a program: the program's
+// directory is mounted and still empty. Either the task is created and not
+// started, or it was started ahead and its process waits in
+// oci.StubScript for a line on its standard input. It runs exactly one
+// program and is then destroyed.
 type sandbox struct {
 	e       *Executor
 	lang    Language
@@ -34,16 +37,26 @@ type sandbox struct {
 	stderr    *capture
 	oom       <-chan struct{}
 	stopOOM   func()
+
+	// start is the stub's standard input when the task was started ahead;
+	// nil when Start runs the program.
+	start *startLine
+	// reaped is set once the task's exit was received: every process of
+	// the sandbox is gone then, since the kernel kills the rest of a PID
+	// namespace before its init's exit is reported.
+	reaped bool
 }
 
-// newSandbox makes a sandbox for lang from img. Objects are labelled so
-// that anyone may reap them after deadline. On error nothing is left.
+// newSandbox makes a sandbox for lang from img. With ahead, its task is
+// started at once, on the stub, unless the environment rules that out (see
+// oci.CanWaitForStart). Objects are labelled so that anyone may reap them
+// after deadline. On error nothing is left.
 //
 // Creation is not interrupted half-way when ctx ends: a cancelled call to
 // containerd may still complete in the daemon, after a cleanup that did not
 // see its object. It runs on a detached, bounded context, and ctx is
 // checked once it is done.
-func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedImage, deadline time.Time) (_ *sandbox, err error) {
+func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedImage, deadline time.Time, ahead bool) (_ *sandbox, err error) {
 	caller := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
@@ -63,12 +76,16 @@ func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedI
 	if err := s.makeDir(); err != nil {
 		return nil, err
 	}
-	if err := s.createContainer(ctx, img, deadline); err != nil {
+	if err := s.createContainer(ctx, img, deadline, ahead); err != nil {
 		return nil, err
 	}
 	s.oom, s.stopOOM = e.oom.track(s.id)
+	var stdin io.Reader // none: /dev/null
+	if s.start != nil {
+		stdin = s.start
+	}
 	s.task, err = s.container.NewTask(ctx, cio.NewCreator(
-		cio.WithStreams(nil, s.stdout, s.stderr),
+		cio.WithStreams(stdin, s.stdout, s.stderr),
 		cio.WithFIFODir(s.dir),
 	))
 	if err != nil {
@@ -78,10 +95,15 @@ func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedI
 	if s.exited, err = s.task.Wait(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("wait for task: %w", err)
 	}
+	if s.start != nil {
+		if err := s.task.Start(ctx); err != nil {
+			return nil, fmt.Errorf("start the waiting /bin/sh in %s: %w", lang.Image, err)
+		}
+	}
 	if err := caller.Err(); err != nil {
 		return nil, fmt.Errorf("sandbox creation cancelled: %w", context.Cause(caller))
 	}
-	e.log.Debug("sandbox created", "run", s.id, "took", time.Since(s.created))
+	e.log.Debug("sandbox created", "run", s.id, "started", s.start != nil, "took", time.Since(s.created))
 	return s, nil
 }
 
@@ -103,7 +125,7 @@ func (s *sandbox) makeDir() error {
 
 // createContainer makes the container: a new snapshot of the image and a
 // spec built by package oci.
-func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadline time.Time) error {
+func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadline time.Time, ahead bool) error {
 	l := s.lang.Limits
 	e := s.e
 	policy := sandboxoci.Policy{
@@ -123,6 +145,10 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadl
 			{Type: "RLIMIT_CORE", Max: 0},
 		}, func(t string) (uint64, bool) { v, ok := e.hard[t]; return v, ok }),
 		CodeHostDir: filepath.Join(s.dir, "code"),
+	}
+	if ahead && sandboxoci.CanWaitForStart(policy.Env) {
+		policy.WaitForStart = true
+		s.start = newStartLine()
 	}
 	specOpts, err := sandboxoci.SpecOpts(policy)
 	if err != nil {
@@ -154,7 +180,7 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadl
 }
 
 // execute writes the program where the waiting process will find it,
-// starts it, and collects what it did. The program never goes through
+// starts it (or, started ahead, lets it go on), and collects what it did. The program never goes through
 // argv. On expiry of timeout, or when ctx ends, every process of the
 // sandbox is killed.
 func (s *sandbox) execute(ctx context.Context, program string, timeout time.Duration) (*Result, error) {
@@ -169,7 +195,9 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	start := time.Now()
-	if err := s.task.Start(ctx); err != nil {
+	if s.start != nil {
+		s.start.send()
+	} else if err := s.task.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", s.lang.Command[0], s.lang.Image, err)
 	}
 	started := time.Now()
@@ -180,6 +208,7 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 	)
 	select {
 	case status = <-s.exited:
+		s.reaped = true
 	case <-timer.C:
 		res.TimedOut = true
 		if status, err = s.kill(ctx); err != nil {
@@ -223,6 +252,21 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 	return res, nil
 }
 
+// stubExited reports, for a sandbox started ahead, whether its stub
+// exited before it was sent a program, and with what status.
+func (s *sandbox) stubExited() (containerd.ExitStatus, bool) {
+	if s.start == nil {
+		return containerd.ExitStatus{}, false
+	}
+	select {
+	case st := <-s.exited:
+		s.reaped = true
+		return st, true
+	default:
+		return containerd.ExitStatus{}, false
+	}
+}
+
 // kill kills every process of the task and waits for it to be reported
 // gone.
 func (s *sandbox) kill(ctx context.Context) (containerd.ExitStatus, error) {
@@ -233,6 +277,7 @@ func (s *sandbox) kill(ctx context.Context) (containerd.ExitStatus, error) {
 	defer t.Stop()
 	select {
 	case st := <-s.exited:
+		s.reaped = true
 		return st, nil
 	case <-t.C:
 		return containerd.ExitStatus{}, fmt.Errorf("sandbox %s did not exit within %s of SIGKILL", s.id, exitTimeout)
@@ -263,8 +308,17 @@ func (s *sandbox) destroy(ctx context.Context) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	if s.start != nil {
+		s.start.close()
+	}
 	if s.task != nil {
-		if _, err := s.task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		// A reaped task has no process left to kill: skip the kill, which
+		// costs an RPC and a runtime process per run.
+		var opts []containerd.ProcessDeleteOpts
+		if !s.reaped {
+			opts = append(opts, containerd.WithProcessKill)
+		}
+		if _, err := s.task.Delete(ctx, opts...); err != nil && !errdefs.IsNotFound(err) {
 			s.e.log.Warn("delete task", "run", s.id, "err", err)
 		}
 	}

@@ -8,14 +8,13 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/exec"
@@ -95,16 +94,8 @@ func newExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 // whether one did. It may be called from any goroutine.
 func waitRunning(t *testing.T, d time.Duration) bool {
 	return waitFor(d, func() bool {
-		ts, err := testClient.TaskService().List(testContext(t), &tasksapi.ListTasksRequest{})
-		if err != nil {
-			return false
-		}
-		for _, task := range ts.Tasks {
-			if task.Status == tasktypes.Status_RUNNING {
-				return true
-			}
-		}
-		return false
+		ts, err := sandboxTasks(testContext(t))
+		return err == nil && len(ts.running) > 0
 	})
 }
 
@@ -641,22 +632,31 @@ func TestPoolSandboxesAreFreshAndRefilled(t *testing.T) {
 		}
 	})
 	ctx := testContext(t)
-	// waitPooled waits until both pools are full again.
-	waitPooled := func() {
+	// waitPooled waits until both pools are full again, and returns the
+	// ready sandboxes: each must be started ahead, its process the stub
+	// waiting for a program (oci.StubScript).
+	waitPooled := func() []string {
 		t.Helper()
 		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 			cs, err := testClient.Containers(ctx)
-			if err == nil && len(cs) == 2*size {
-				return
+			if err != nil {
+				t.Fatal(err)
+			}
+			ts, err := sandboxTasks(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cs) == 2*size && len(ts.stub) == 2*size {
+				return ts.stub
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("pools hold %d containers; want %d", len(cs), 2*size)
+				t.Fatalf("pools hold %d containers, %d of them waiting in the stub (%v); want %d, all", len(cs), len(ts.stub), ts.stub, 2*size)
 			}
 		}
 	}
-	waitPooled()
 	seen := map[string]bool{}
 	for i := range 3 * size {
+		ready := waitPooled()
 		// Each run leaves a file everywhere it can write and reports what
 		// it found there and who it is: no run may see another's traces.
 		res := run(t, e, "python", `
@@ -676,6 +676,9 @@ print(code.split("/")[-2], sorted(found))
 		}
 		if seen[fields[0]] {
 			t.Errorf("run %d: container %s was used before", i, fields[0])
+		}
+		if !slices.Contains(ready, fields[0]) {
+			t.Errorf("run %d: ran in %s; want one of the ready sandboxes %v", i, fields[0], ready)
 		}
 		seen[fields[0]] = true
 	}

@@ -951,7 +951,7 @@ for (;;) spawnSync(process.execPath, ['-e', 'const a = []; for (;;) a.push(Buffe
 		{"memory", "python", memBomb}, {"memory", "python", memBomb}, {"memory", "javascript", jsMemBomb},
 		{"cpu", "python", cpuSpin}, {"cpu", "python", cpuSpin}, {"cpu", "javascript", jsSpin},
 	}
-	w := watchStarts(t)
+	w := s.watchCall(t)
 	ctx := testContext(t)
 	var wg sync.WaitGroup
 	results := make([]*mcp.CallToolResult, len(bombs))
@@ -963,8 +963,9 @@ for (;;) spawnSync(process.execPath, ['-e', 'const a = []; for (;;) a.push(Buffe
 			results[i], errs[i] = s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: toolFor[b.lang], Arguments: args}})
 		})
 	}
-	if !waitFor(30*time.Second, func() bool { return len(w.seen()) >= len(bombs) }) {
-		t.Fatalf("%d of %d hostile runs started within 30s", len(w.seen()), len(bombs))
+	var running []string
+	if !waitFor(30*time.Second, func() bool { ts, _ := sandboxTasks(ctx); running = ts.running; return len(running) >= len(bombs) }) {
+		t.Fatalf("%d of %d hostile runs started within 30s", len(running), len(bombs))
 	}
 	// All eight run: the normal run competes with them for the CPUs, the
 	// kernel and containerd. Its sandbox is new (the pools went to the
@@ -996,5 +997,6 @@ for (;;) spawnSync(process.execPath, ['-e', 'const a = []; for (;;) a.push(Buffe
 			t.Errorf("bomb %d (%s %s): %+v; want timed out with SIGKILL%s", i, b.lang, b.kind, r.out, map[bool]string{true: ", oom_killed"}[b.kind == "memory"])
 		}
 	}
-	afterCase(t, s, hostileRun{ids: w.seen(), watch: w})
+	waitFor(5*time.Second, func() bool { return len(w.exitedIDs()) >= len(bombs) })
+	afterCase(t, s, hostileRun{ids: w.exitedIDs(), watch: w})
 }

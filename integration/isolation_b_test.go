@@ -21,9 +21,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	tasktypes "github.com/containerd/containerd/api/types/task"
 )
 
 // pyProbe starts every Python probe: raw system calls by number, and a
@@ -719,17 +716,12 @@ func TestIsolationPostureFromHost(t *testing.T) {
 		ctx := testContext(t)
 		var id string
 		waitFor(30*time.Second, func() bool {
-			ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
-			if err != nil {
+			ts, err := sandboxTasks(ctx)
+			if err != nil || len(ts.running) == 0 {
 				return false
 			}
-			for _, task := range ts.Tasks {
-				if task.Status == tasktypes.Status_RUNNING {
-					id = task.ID
-					return true
-				}
-			}
-			return false
+			id = ts.running[0]
+			return true
 		})
 		if id == "" {
 			t.Error("no sandbox ran within 30s")

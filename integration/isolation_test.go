@@ -28,13 +28,16 @@ var toolFor = map[string]string{"python": "run_python_code", "javascript": "run_
 // hostileRun is one hostile program's result and what ran it.
 type hostileRun struct {
 	toolResult
-	// ids are the sandboxes whose task started while the call was in
+	// ids are the sandboxes whose task exited while the call was in
 	// flight: the one that ran the program, and those of any call made at
-	// the same time on the same daemon.
+	// the same time on the same daemon. (Exits, not starts: a pool's
+	// sandbox is started ahead, on its stub, before the call.)
 	ids []string
 	// took is the call's wall-clock time, as the client saw it.
 	took time.Duration
-	// watch saw the starts; afterCase asks it which cgroups it saw.
+	// watch saw the exits and the creations during the call; what it
+	// knows of each sandbox's start (cgroup and limits) comes from the
+	// server's own watch.
 	watch *startWatch
 }
 
@@ -47,8 +50,8 @@ func withTimeout(sec int) hostileOpt {
 }
 
 // hostile runs src in lang ("python" or "javascript") on s, and returns the
-// result with the ids of the sandboxes started meanwhile. It fails the test
-// if no sandbox started, since then the case proved nothing about one.
+// result with the ids of the sandboxes that ran meanwhile. It fails the
+// test if none did, since then the case proved nothing about one.
 func hostile(t *testing.T, s *mcpServer, lang, src string, opts ...hostileOpt) hostileRun {
 	t.Helper()
 	tool, ok := toolFor[lang]
@@ -59,39 +62,52 @@ func hostile(t *testing.T, s *mcpServer, lang, src string, opts ...hostileOpt) h
 	for _, o := range opts {
 		o(args)
 	}
-	w := watchStarts(t)
+	w := s.watchCall(t)
 	start := time.Now()
 	r := s.call(testContext(t), t, tool, args)
 	took := time.Since(start)
-	// The start event is published before the program can exit, but it
-	// may reach this subscriber a moment after the call returned.
-	if !waitFor(5*time.Second, func() bool { return len(w.seen()) > 0 }) {
-		t.Fatalf("%s call returned %q (isError %v) but no sandbox task started", tool, r.text, r.isError)
+	// The exit event is published before the server has the exit status,
+	// but it may reach this subscriber a moment after the call returned.
+	if !waitFor(5*time.Second, func() bool { return len(w.exitedIDs()) > 0 }) {
+		t.Fatalf("%s call returned %q (isError %v) but no sandbox task exited", tool, r.text, r.isError)
 	}
-	return hostileRun{toolResult: r, ids: w.seen(), took: took, watch: w}
+	return hostileRun{toolResult: r, ids: w.exitedIDs(), took: took, watch: w}
 }
 
-// startWatch records the tasks that start in testNamespace, whether their
-// cgroup was where cgroupDirs says at that moment, and the containers
-// created.
+// startWatch records the tasks that start and exit in testNamespace,
+// whether a starting task's cgroup was where cgroupDirs says at that
+// moment, and the containers created.
 type startWatch struct {
 	mu     sync.Mutex
 	ids    []string
 	cgroup map[string]bool // id: every directory of cgroupDirs existed at start
 	limits map[string]map[string]string
+	exited []string
 	// created are the containers created meanwhile, sandboxes of a pool
 	// included.
 	created []string
+	// server, if set, is the watch of the whole server's life: it saw the
+	// starts of sandboxes started before this watch began.
+	server *startWatch
 }
 
-// watchStarts subscribes to task starts and container creations; it returns once the subscription
-// is live, so no start after it is missed. It ends with the test.
+// watchCall is a watch for one call to s: it answers for starts from the
+// watch startMCP began before the server.
+func (s *mcpServer) watchCall(t *testing.T) *startWatch {
+	w := watchStarts(t)
+	w.server = s.watch
+	return w
+}
+
+// watchStarts subscribes to task starts and exits and container
+// creations; it returns once the subscription is live, so no event after
+// it is missed. It ends with the test.
 func watchStarts(t *testing.T) *startWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(testContext(t))
 	t.Cleanup(cancel)
 	const probe = "/code-sandbox-test/watch-ready"
-	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/containers/create"`, `topic==`+fmt.Sprintf("%q", probe))
+	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/containers/create"`, `topic==`+fmt.Sprintf("%q", probe))
 	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}}
 	ready := make(chan struct{})
 	go func() {
@@ -119,6 +135,16 @@ func watchStarts(t *testing.T) *startWatch {
 				switch e := v.(type) {
 				case *apievents.TaskStart:
 					w.add(e.ContainerID)
+				case *apievents.TaskExit:
+					// Only the task's init process: an exec's exit has
+					// an id of its own.
+					if e.ID == e.ContainerID {
+						w.mu.Lock()
+						if !slices.Contains(w.exited, e.ContainerID) {
+							w.exited = append(w.exited, e.ContainerID)
+						}
+						w.mu.Unlock()
+					}
 				case *apievents.ContainerCreate:
 					w.mu.Lock()
 					w.created = append(w.created, e.ID)
@@ -174,8 +200,12 @@ func (w *startWatch) add(id string) {
 // A file that could not be read is absent.
 func (w *startWatch) cgroupLimits(id string) map[string]string {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.limits[id]
+	l, ok := w.limits[id]
+	w.mu.Unlock()
+	if !ok && w.server != nil {
+		return w.server.cgroupLimits(id)
+	}
+	return l
 }
 
 // cgroupLimitFiles maps the limit files cgroupLimits reads to their paths.
@@ -201,6 +231,13 @@ func (w *startWatch) seen() []string {
 	return slices.Clone(w.ids)
 }
 
+// exitedIDs returns the ids of the tasks that exited so far.
+func (w *startWatch) exitedIDs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.exited)
+}
+
 // createdContainers returns the ids of the containers created so far.
 func (w *startWatch) createdContainers() []string {
 	w.mu.Lock()
@@ -210,8 +247,12 @@ func (w *startWatch) createdContainers() []string {
 
 func (w *startWatch) sawCgroup(id string) bool {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.cgroup[id]
+	saw, ok := w.cgroup[id]
+	w.mu.Unlock()
+	if !ok && w.server != nil {
+		return w.server.sawCgroup(id)
+	}
+	return saw
 }
 
 // cgroupV2 reports whether the host mounts the unified hierarchy alone at
@@ -259,12 +300,13 @@ func afterCase(t *testing.T, s *mcpServer, runs ...hostileRun) {
 		}
 	}
 	// A short program may be gone, cgroup and all, before its start event
-	// reaches the watcher on a busy host. Then the normal run lasts a
-	// second, long enough to show where the cgroups are.
+	// reaches the watcher on a busy host (a sandbox created for the call;
+	// a pool's was started ahead). Then the normal run lasts a second,
+	// long enough to show where the cgroups are.
 	src := "print(1)"
 	var w *startWatch
 	if len(ids) > 0 && !sawCgroup {
-		w = watchStarts(t)
+		w = s.watchCall(t)
 		src = "import time\ntime.sleep(1)\nprint(1)"
 	}
 
@@ -283,7 +325,8 @@ func afterCase(t *testing.T, s *mcpServer, runs ...hostileRun) {
 		return // a case that must not start a sandbox
 	}
 	if w != nil {
-		for _, id := range w.seen() {
+		waitFor(5*time.Second, func() bool { return len(w.exitedIDs()) > 0 })
+		for _, id := range w.exitedIDs() {
 			sawCgroup = sawCgroup || w.sawCgroup(id)
 		}
 	}

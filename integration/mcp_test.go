@@ -26,6 +26,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+
+	sandboxoci "code-sandbox-mcp/oci"
 )
 
 var (
@@ -128,6 +130,8 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 type mcpServer struct {
 	c      *client.Client
 	stderr *syncBuffer
+	// watch saw every task start of the server's life, a pool's included.
+	watch *startWatch
 }
 
 // startMCP starts the binary and initializes an MCP session with it. When
@@ -136,6 +140,8 @@ type mcpServer struct {
 func startMCP(t *testing.T, spec serverSpec) *mcpServer {
 	t.Helper()
 	cmd, stateDir := serverCommand(t, spec)
+	// Before the server starts: its pool starts sandboxes at once.
+	watch := watchStarts(t)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
@@ -170,7 +176,7 @@ func startMCP(t *testing.T, spec serverSpec) *mcpServer {
 	if ir.ServerInfo.Name != "code-sandbox-mcp" {
 		t.Errorf("server name %q; want code-sandbox-mcp", ir.ServerInfo.Name)
 	}
-	return &mcpServer{c: c, stderr: stderr}
+	return &mcpServer{c: c, stderr: stderr, watch: watch}
 }
 
 // toolResult is a call's result, decoded.
@@ -371,21 +377,54 @@ func containerCount(t *testing.T) int {
 	return len(cs)
 }
 
-// runningSandboxes returns the ids of the sandboxes whose program runs: a
-// pool's ready sandboxes have a task too, but not yet a running one.
+// runningSandboxes returns the ids of the sandboxes whose program runs.
 func runningSandboxes(t *testing.T) []string {
 	t.Helper()
-	ts, err := testClient.TaskService().List(testContext(t), &tasksapi.ListTasksRequest{})
+	ts, err := sandboxTasks(testContext(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
+	return ts.running
+}
+
+// taskSet sorts the tasks of the test namespace by what they do.
+type taskSet struct {
+	running []string // the program runs
+	// A pool's ready sandboxes: created and not started, or started ahead
+	// and still in the stub (oci.StubScript), which the program replaces.
+	created, stub []string
+}
+
+func (s taskSet) waiting() int { return len(s.created) + len(s.stub) }
+
+func sandboxTasks(ctx context.Context) (taskSet, error) {
+	var set taskSet
+	ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+	if err != nil {
+		return set, err
+	}
+	stub := strings.Join(sandboxoci.StubArgs(nil), "\x00") + "\x00"
 	for _, task := range ts.Tasks {
-		if task.Status == tasktypes.Status_RUNNING {
-			ids = append(ids, task.ID)
+		switch task.Status {
+		case tasktypes.Status_CREATED:
+			set.created = append(set.created, task.ID)
+		case tasktypes.Status_RUNNING:
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", task.Pid))
+			switch cmdline := string(b); {
+			case err != nil:
+				// Gone since the list: neither.
+			case strings.HasPrefix(cmdline, stub):
+				set.stub = append(set.stub, task.ID)
+			case strings.HasPrefix(cmdline, "runc\x00init\x00"):
+				// Started a moment ago: runc's init has not yet
+				// exec'd the process (the stub or the program).
+				set.created = append(set.created, task.ID)
+			default:
+				set.running = append(set.running, task.ID)
+			}
 		}
 	}
-	return ids
+	return set, nil
 }
 
 // gone reports whether none of the containers ids exists any more.
