@@ -43,8 +43,6 @@ import (
 	"testing"
 	"time"
 
-	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
-	tasktypes "github.com/containerd/containerd/api/types/task"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -190,6 +188,9 @@ func BenchmarkSideBySide(b *testing.B) {
 	rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
 	rep.Phases = s.phases()
 	s.close(b)
+
+	// The ceiling of containerd and runc here, with no server running.
+	rep.Throughput = append(rep.Throughput, platformThroughput(b, 8, 8*time.Second))
 
 	// On demand.
 	s = startBench(b, bin, "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n")
@@ -476,21 +477,15 @@ func (s *benchServer) waitQuiet(b *testing.B, ready int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+		ts, err := sandboxTasks(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		created := 0
-		for _, t := range ts.Tasks {
-			if t.Status == tasktypes.Status_CREATED {
-				created++
-			}
-		}
-		if len(cs) == ready && len(ts.Tasks) == ready && created == ready {
+		if len(cs) == ready && len(ts.running) == 0 && ts.waiting() == ready {
 			return
 		}
 		if time.Now().After(deadline) {
-			b.Logf("waiting for %d ready sandboxes: %d containers, %d tasks (%d created) after 30s; going on", ready, len(cs), len(ts.Tasks), created)
+			b.Logf("waiting for %d ready sandboxes: %d containers, %d tasks running a program, %d waiting after 30s; going on", ready, len(cs), len(ts.running), ts.waiting())
 			return
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -994,7 +989,13 @@ func (r *benchReport) judge() {
 	}
 	for _, t := range r.Throughput {
 		if t.Concurrency == 8 && t.Program == py {
-			add("python hello >= 30 runs/s at concurrency 8", true, fmt.Sprintf("%.1f runs/s", t.RunsPerSec), t.RunsPerSec >= 30)
+			got := fmt.Sprintf("%.1f runs/s", t.RunsPerSec)
+			for _, p := range r.Throughput {
+				if p.Concurrency == 8 && p.Program == platformName {
+					got += fmt.Sprintf("; containerd + runc alone: %.1f runs/s (ours %.2fx that)", p.RunsPerSec, t.RunsPerSec/p.RunsPerSec)
+				}
+			}
+			add("python hello >= 30 runs/s at concurrency 8", true, got, t.RunsPerSec >= 30)
 		}
 	}
 	add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
@@ -1029,7 +1030,7 @@ func (r *benchReport) table() string {
 		}
 		fmt.Fprintf(&w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", l.Runtime, l.Program, l.N, num(l.P50Ms), num(l.P95Ms), num(l.P99Ms), num(l.RunP50Ms), num(l.DestroyP50))
 	}
-	fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (task Start to exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
+	fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (from the program's start to its exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
 	fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB |\n|--:|---|--:|--:|--:|--:|--:|\n")
 	for _, t := range r.Throughput {
 		fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB)

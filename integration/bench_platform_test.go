@@ -1,0 +1,109 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/oci"
+
+	"code-sandbox-mcp/config"
+)
+
+// platformName labels the throughput row of containerd and runc alone.
+const platformName = "python hello, containerd + runc alone"
+
+// platformThroughput measures what this daemon and runtime sustain with
+// nothing of ours taking part: c workers each create a container from the
+// Python image with containerd's default spec, run python3 -c
+// "print('hello')" in it with no I/O, wait for its exit, and delete the
+// task and the container with its snapshot, for d. It is the ceiling of
+// any client of containerd here that gives each run a new container, the
+// baseline our own throughput row is set against.
+func platformThroughput(b *testing.B, c int, d time.Duration) throughputRow {
+	b.Helper()
+	ctx := testContext(b)
+	img, err := testClient.GetImage(ctx, config.Default().Languages["python"].Image)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var (
+		seq  atomic.Int64
+		mu   sync.Mutex
+		lat  []time.Duration
+		errs []error
+		wg   sync.WaitGroup
+	)
+	once := func() error {
+		id := fmt.Sprintf("bench-platform-%d-%d", os.Getpid(), seq.Add(1))
+		ctr, err := testClient.NewContainer(ctx, id,
+			containerd.WithNewSnapshot(id, img),
+			containerd.WithNewSpec(oci.WithImageConfig(img), oci.WithProcessArgs("python3", "-c", "print('hello')")))
+		if err != nil {
+			return err
+		}
+		defer ctr.Delete(context.WithoutCancel(ctx), containerd.WithSnapshotCleanup)
+		task, err := ctr.NewTask(ctx, cio.NullIO)
+		if err != nil {
+			return err
+		}
+		exited, err := task.Wait(ctx)
+		if err == nil {
+			err = task.Start(ctx)
+		}
+		if err != nil {
+			task.Delete(context.WithoutCancel(ctx), containerd.WithProcessKill)
+			return err
+		}
+		st := <-exited
+		if _, err := task.Delete(ctx); err != nil {
+			return err
+		}
+		if code, _, err := st.Result(); err != nil || code != 0 {
+			return fmt.Errorf("python3 exited %d (%v)", code, err)
+		}
+		return nil
+	}
+	start := time.Now()
+	end := start.Add(d)
+	for range c {
+		wg.Go(func() {
+			for time.Now().Before(end) {
+				t0 := time.Now()
+				err := once()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, err)
+				} else {
+					lat = append(lat, time.Since(t0))
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(errs) > 0 {
+		b.Fatalf("%s at concurrency %d: %v", platformName, c, errs[0])
+	}
+	row := throughputRow{
+		Concurrency: c,
+		Program:     platformName,
+		Runs:        len(lat),
+		Seconds:     round(elapsed.Seconds()),
+		RunsPerSec:  round(float64(len(lat)) / elapsed.Seconds()),
+		P50Ms:       ms(percentile(lat, 50)),
+		P99Ms:       ms(percentile(lat, 99)),
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s\n", platformName, c, row.RunsPerSec)
+	return row
+}
