@@ -161,8 +161,9 @@ type Language struct {
 	Description string `toml:"description"`
 	// Disabled leaves the language out entirely.
 	Disabled bool `toml:"disabled"`
-	// Pool is how many sandboxes are kept created and waiting for a
-	// program, each used once; 0 creates every sandbox on demand.
+	// Pool is how many sandboxes are kept created, started ahead and
+	// waiting for a program, each used once; 0 creates every sandbox on
+	// demand.
 	Pool int `toml:"pool"`
 	// Limits overrides [limits] for this language.
 	Limits LimitOverrides `toml:"limits"`

@@ -19,7 +19,8 @@ type Language struct {
 	// Runtime is the containerd runtime; empty means the daemon's default.
 	Runtime string
 	// Pool is how many sandboxes are kept created and waiting for a
-	// program; 0 creates each on demand.
+	// program, started ahead on oci.StubScript where the image allows;
+	// 0 creates each on demand.
 	Pool int
 	// Limits confine each run.
 	Limits Limits
