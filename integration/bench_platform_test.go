@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -33,13 +32,7 @@ func platformThroughput(b *testing.B, c int, d time.Duration) throughputRow {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var (
-		seq  atomic.Int64
-		mu   sync.Mutex
-		lat  []time.Duration
-		errs []error
-		wg   sync.WaitGroup
-	)
+	var seq atomic.Int64
 	once := func() error {
 		id := fmt.Sprintf("bench-platform-%d-%d", os.Getpid(), seq.Add(1))
 		ctr, err := testClient.NewContainer(ctx, id,
@@ -70,39 +63,9 @@ func platformThroughput(b *testing.B, c int, d time.Duration) throughputRow {
 		}
 		return nil
 	}
-	start := time.Now()
-	end := start.Add(d)
-	for range c {
-		wg.Go(func() {
-			for time.Now().Before(end) {
-				t0 := time.Now()
-				err := once()
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, err)
-				} else {
-					lat = append(lat, time.Since(t0))
-				}
-				mu.Unlock()
-				if err != nil {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	if len(errs) > 0 {
-		b.Fatalf("%s at concurrency %d: %v", platformName, c, errs[0])
-	}
-	row := throughputRow{
-		Concurrency: c,
-		Program:     platformName,
-		Runs:        len(lat),
-		Seconds:     round(elapsed.Seconds()),
-		RunsPerSec:  round(float64(len(lat)) / elapsed.Seconds()),
-		P50Ms:       ms(percentile(lat, 50)),
-		P99Ms:       ms(percentile(lat, 99)),
+	row, err := drive(platformName, c, d, once)
+	if err != nil {
+		b.Fatal(err)
 	}
 	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s\n", platformName, c, row.RunsPerSec)
 	return row

@@ -498,7 +498,6 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 	var (
 		peak atomic.Int64
 		stop = make(chan struct{})
-		wg   sync.WaitGroup
 	)
 	go func() {
 		t := time.NewTicker(20 * time.Millisecond)
@@ -514,7 +513,22 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 			}
 		}
 	}()
+	row, err := drive(p.name, c, d, func() error { _, err := s.callErr(p); return err })
+	close(stop)
+	if err != nil {
+		b.Fatalf("%v\nstderr tail:\n%s", err, tail(s.stderr.String(), 2000))
+	}
+	row.PeakRSSMiB = round(float64(peak.Load()) / 1024)
+	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s, peak RSS %.1f MiB\n", p.name, c, row.RunsPerSec, row.PeakRSSMiB)
+	return row
+}
+
+// drive calls once from c workers for d, each again as soon as its last
+// call returned, and sums up the calls as the throughput row of program.
+// The first error stops its worker and is returned once all have stopped.
+func drive(program string, c int, d time.Duration, once func() error) (throughputRow, error) {
 	var (
+		wg   sync.WaitGroup
 		mu   sync.Mutex
 		lat  []time.Duration
 		errs []error
@@ -525,7 +539,7 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 		wg.Go(func() {
 			for time.Now().Before(end) {
 				t0 := time.Now()
-				_, err := s.callErr(p)
+				err := once()
 				mu.Lock()
 				if err != nil {
 					errs = append(errs, err)
@@ -541,22 +555,18 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	close(stop)
 	if len(errs) > 0 {
-		b.Fatalf("%s at concurrency %d: %v\nstderr tail:\n%s", p.name, c, errs[0], tail(s.stderr.String(), 2000))
+		return throughputRow{}, fmt.Errorf("%s at concurrency %d: %w", program, c, errs[0])
 	}
-	row := throughputRow{
+	return throughputRow{
 		Concurrency: c,
-		Program:     p.name,
+		Program:     program,
 		Runs:        len(lat),
 		Seconds:     round(elapsed.Seconds()),
 		RunsPerSec:  round(float64(len(lat)) / elapsed.Seconds()),
 		P50Ms:       ms(percentile(lat, 50)),
 		P99Ms:       ms(percentile(lat, 99)),
-		PeakRSSMiB:  round(float64(peak.Load()) / 1024),
-	}
-	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s, peak RSS %.1f MiB\n", p.name, c, row.RunsPerSec, row.PeakRSSMiB)
-	return row
+	}, nil
 }
 
 func (s *benchServer) rss() float64 { return round(float64(s.rssKiB()) / 1024) }
