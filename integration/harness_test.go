@@ -383,10 +383,28 @@ func (h *harness) teardown() error {
 	errs = append(errs, removeCgroups(ids))
 	if m := mountsUnder(h.dir); len(m) > 0 {
 		errs = append(errs, fmt.Errorf("not removing %s: still mounted: %v", h.dir, m))
-	} else if err := os.RemoveAll(h.dir); err != nil {
+	} else if err := removeLockedDir(h.dir); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// removeLockedDir removes dir with its lock file last, so that a run
+// killed half-way leaves a directory that sweepStale still knows as a
+// harness's: one with a lock file nobody holds.
+func removeLockedDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.Name() != "lock" {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return os.RemoveAll(dir)
 }
 
 // deleteContainers kills and deletes every task and container in
@@ -484,7 +502,7 @@ func sweepStale() {
 			fmt.Fprintf(os.Stderr, "integration: %v\n", err)
 		}
 		if len(mountsUnder(dir)) == 0 {
-			os.RemoveAll(dir)
+			removeLockedDir(dir)
 		}
 		f.Close()
 	}
