@@ -176,9 +176,9 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadl
 }
 
 // execute writes the program where the waiting process will find it,
-// starts it (or, started ahead, lets it go on), and collects what it did. The program never goes through
-// argv. On expiry of timeout, or when ctx ends, every process of the
-// sandbox is killed.
+// starts it (or, started ahead, sends the stub its line), and collects what
+// it did. The program never goes through argv. On expiry of timeout, or
+// when ctx ends, every process of the sandbox is killed.
 func (s *sandbox) execute(ctx context.Context, program string, timeout time.Duration) (*Result, error) {
 	f := filepath.Join(s.dir, "code", s.lang.File)
 	if err := os.WriteFile(f, []byte(program), 0o444); err != nil {

@@ -142,11 +142,12 @@ func (p Policy) validate() error {
 // server writes, once the program is in place, and then replaces itself
 // with the interpreter ("$@"), whose standard input is /dev/null. A
 // standard input closed without a line (the sandbox is being destroyed, or
-// the server went away) ends it without running anything. dash and
-// BusyBox's ash add PWD (and may add OLDPWD or SHLVL) to what they pass
-// on; the unset takes them out again, so that the interpreter's
-// environment is exactly the spec's. bash cannot be made to stop adding
-// SHLVL, so under bash the stub exits at once with StubRefused, and the
+// the server went away) ends it without running anything. dash (Debian's
+// /bin/sh) adds PWD to what it passes on, and other shells OLDPWD or
+// SHLVL; the unset takes them out again, so that the interpreter's
+// environment is exactly the spec's (CanWaitForStart rules out a spec that
+// sets them itself). bash adds SHLVL back at exec whatever the script
+// does, so under bash the stub exits at once with StubRefused, and the
 // server stops starting sandboxes ahead for that image.
 const StubScript = `[ -z "${BASH_VERSION-}" ] || exit 121
 read -r _ || exit
