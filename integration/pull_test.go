@@ -7,9 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	osexec "os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -106,25 +103,7 @@ func loadArchive(t *testing.T, archive []byte, name, tag string) *registry {
 
 func TestMissingImageIsPulledFromALoopbackRegistry(t *testing.T) {
 	// The image: one static binary, packed by our own packer.
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "hello")
-	build := osexec.Command("go", "build", "-o", bin, "./testdata/hello")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build hello: %v\n%s", err, out)
-	}
-	binBytes, err := os.ReadFile(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rootfs bytes.Buffer
-	tw := tar.NewWriter(&rootfs)
-	for _, d := range []string{"tmp/", "sandbox/"} {
-		tw.WriteHeader(&tar.Header{Name: d, Typeflag: tar.TypeDir, Mode: 0o1777})
-	}
-	tw.WriteHeader(&tar.Header{Name: "hello", Mode: 0o755, Size: int64(len(binBytes))})
-	tw.Write(binBytes)
-	tw.Close()
+	rootfs := staticRootfs(t, map[string]string{"hello": "hello"})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -132,7 +111,7 @@ func TestMissingImageIsPulledFromALoopbackRegistry(t *testing.T) {
 	}
 	ref := ln.Addr().String() + "/pulltest:1"
 	var archive bytes.Buffer
-	if err := ociarchive.Pack(&archive, &rootfs, ociarchive.Image{Ref: ref}); err != nil {
+	if err := ociarchive.Pack(&archive, rootfs, ociarchive.Image{Ref: ref}); err != nil {
 		t.Fatalf("Pack: %v", err)
 	}
 	reg := loadArchive(t, archive.Bytes(), "pulltest", "1")

@@ -17,10 +17,30 @@ import (
 	"code-sandbox-mcp/exec"
 )
 
-// staticImage builds the static Go programs of testdata named by files
-// (path in the image: package directory), packs them as the only files of
-// an image called ref, imports it, and deletes it when the test ends.
+// staticImage packs staticRootfs(files) as an image called ref, imports
+// it, and deletes it when the test ends.
 func staticImage(t *testing.T, ref string, files map[string]string) {
+	t.Helper()
+	rootfs := staticRootfs(t, files)
+	var archive bytes.Buffer
+	if err := ociarchive.Pack(&archive, rootfs, ociarchive.Image{Ref: ref}); err != nil {
+		t.Fatalf("Pack: %v", err)
+	}
+	ctx := testContext(t)
+	if _, err := exec.ImportArchive(ctx, testClient, &archive); err != nil {
+		t.Fatalf("import %s: %v", ref, err)
+	}
+	t.Cleanup(func() {
+		if err := testClient.ImageService().Delete(testContext(t), ref, images.SynchronousDelete()); err != nil {
+			t.Errorf("delete %s: %v", ref, err)
+		}
+	})
+}
+
+// staticRootfs builds the static Go programs of testdata named by files
+// (path in the image: package directory) and returns a root file system
+// tar holding only them and the directories a sandbox mounts over.
+func staticRootfs(t *testing.T, files map[string]string) *bytes.Buffer {
 	t.Helper()
 	dir := t.TempDir()
 	var rootfs bytes.Buffer
@@ -43,19 +63,7 @@ func staticImage(t *testing.T, ref string, files map[string]string) {
 		tw.Write(b)
 	}
 	tw.Close()
-	var archive bytes.Buffer
-	if err := ociarchive.Pack(&archive, &rootfs, ociarchive.Image{Ref: ref}); err != nil {
-		t.Fatalf("Pack: %v", err)
-	}
-	ctx := testContext(t)
-	if _, err := exec.ImportArchive(ctx, testClient, &archive); err != nil {
-		t.Fatalf("import %s: %v", ref, err)
-	}
-	t.Cleanup(func() {
-		if err := testClient.ImageService().Delete(testContext(t), ref, images.SynchronousDelete()); err != nil {
-			t.Errorf("delete %s: %v", ref, err)
-		}
-	})
+	return &rootfs
 }
 
 // An image whose /bin/sh cannot run the stub still gets a pool, of
