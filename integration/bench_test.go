@@ -92,7 +92,7 @@ type latencyRow struct {
 	P95Ms       float64 `json:"p95_ms,omitempty"`
 	P99Ms       float64 `json:"p99_ms,omitempty"`
 	MeanMs      float64 `json:"mean_ms,omitempty"`
-	RunP50Ms    float64 `json:"run_p50_ms,omitempty"`     // the server's duration_ms: Start to exit
+	RunP50Ms    float64 `json:"run_p50_ms,omitempty"`     // the server's duration_ms: the program's start to its exit
 	DestroyP50  float64 `json:"destroy_p50_ms,omitempty"` // "sandbox destroyed" took, off the response path
 	Unavailable string  `json:"unavailable,omitempty"`
 }
@@ -466,8 +466,8 @@ func (s *benchServer) latency(b *testing.B, runtime string, p benchProgram, n, r
 }
 
 // waitQuiet waits until the namespace holds exactly ready containers, all
-// with a created (not started) task: used sandboxes are destroyed and the
-// pools are full. It gives up after 30s and says so.
+// waiting for a program (see sandboxTasks) and none running one: used
+// sandboxes are destroyed and the pools are full. It gives up after 30s and says so.
 func (s *benchServer) waitQuiet(b *testing.B, ready int) {
 	b.Helper()
 	ctx := testContext(b)
