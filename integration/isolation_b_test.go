@@ -357,7 +357,9 @@ for argv in (['/usr/bin/su', '-c', 'id', 'root'], ['/usr/sbin/unix_chkpwd', 'roo
     for _ in range(100):
         try:
             st = open('/proc/%d/stat' % p.pid).read()
-            if 'python' not in open('/proc/%d/cmdline' % p.pid).read() and ' S ' in st:
+            # Its own command line: exec'd and done exec'ing (mid-exec it
+            # reads empty, and the credentials may not yet be the new ones).
+            if open('/proc/%d/cmdline' % p.pid).read().startswith(argv[0]) and ' S ' in st:
                 seen = status(p.pid)
                 break
         except OSError:

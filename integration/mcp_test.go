@@ -413,6 +413,12 @@ func sandboxTasks(ctx context.Context) (taskSet, error) {
 			switch cmdline := string(b); {
 			case err != nil:
 				// Gone since the list: neither.
+			case len(b) == 0:
+				// In the middle of an execve (the new image's arguments
+				// are not yet set up) or a zombie: not yet known, so
+				// neither; callers poll. Counted as running, a stub
+				// caught exec'ing from runc init once passed for the
+				// call's sandbox.
 			case strings.HasPrefix(cmdline, stub):
 				set.stub = append(set.stub, task.ID)
 			case strings.HasPrefix(cmdline, "runc\x00init\x00"):
