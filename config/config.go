@@ -1,11 +1,14 @@
 // Package config reads code-sandbox-mcp's TOML configuration into typed
 // values: the containerd connection, the sandbox's own settings, the limits
-// every run gets, and the languages it can run.
+// every run gets, and the languages it can run. It also defines Language,
+// the one model of a language and its limits that the executor, the spec
+// policy and the MCP layer all read; Config.Language and Config.Enabled
+// produce it, in one place.
 //
 // Defaults are one embedded file (default.toml); a user's file is decoded on
 // top of them, so it only needs the keys it changes. Decoding is strict: a
 // key this package does not know is an error that names it. Config imports
-// nothing else of this module; the binary translates it for the executor.
+// nothing else of this module.
 package config
 
 import (
@@ -25,10 +28,10 @@ var defaultTOML string
 
 // Config is the whole configuration.
 type Config struct {
-	Containerd Containerd          `toml:"containerd"`
-	Sandbox    Sandbox             `toml:"sandbox"`
-	Limits     Limits              `toml:"limits"`
-	Languages  map[string]Language `toml:"languages"`
+	Containerd Containerd               `toml:"containerd"`
+	Sandbox    Sandbox                  `toml:"sandbox"`
+	Limits     LimitsTable              `toml:"limits"`
+	Languages  map[string]LanguageTable `toml:"languages"`
 }
 
 // Containerd says how to reach the daemon.
@@ -62,8 +65,10 @@ const (
 	PullNever   = "never"
 )
 
-// Limits confine each run.
-type Limits struct {
+// LimitsTable is the [limits] table, and each language's limits once its
+// overrides are applied, as the file spells them; Limits is what the rest
+// of the program reads.
+type LimitsTable struct {
 	Memory      Size     `toml:"memory"`
 	CPUs        float64  `toml:"cpus"`
 	Pids        int64    `toml:"pids"`
@@ -98,7 +103,7 @@ type LimitOverrides struct {
 }
 
 // Apply returns l with o's set fields replacing l's.
-func (o LimitOverrides) Apply(l Limits) Limits {
+func (o LimitOverrides) Apply(l LimitsTable) LimitsTable {
 	if o.Memory != nil {
 		l.Memory = *o.Memory
 	}
@@ -141,9 +146,10 @@ func (o LimitOverrides) Apply(l Limits) Limits {
 	return l
 }
 
-// Language is how one language's programs are run, and the MCP tool that
-// offers it.
-type Language struct {
+// LanguageTable is a [languages.NAME] table: how one language's programs
+// are run, and the MCP tool that offers it, as the file spells them.
+// Language is what the rest of the program reads.
+type LanguageTable struct {
 	// Image is the image reference in containerd's image store.
 	Image string `toml:"image"`
 	// Command is the interpreter's argv; the program's path is appended.
@@ -222,7 +228,7 @@ func (c *Config) decode(data, name string) error {
 	f := struct {
 		Containerd *Containerd               `toml:"containerd"`
 		Sandbox    *Sandbox                  `toml:"sandbox"`
-		Limits     *Limits                   `toml:"limits"`
+		Limits     *LimitsTable              `toml:"limits"`
 		Languages  map[string]toml.Primitive `toml:"languages"`
 	}{&c.Containerd, &c.Sandbox, &c.Limits, nil}
 	md, err := toml.Decode(data, &f)
@@ -230,7 +236,7 @@ func (c *Config) decode(data, name string) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	if c.Languages == nil {
-		c.Languages = map[string]Language{}
+		c.Languages = map[string]LanguageTable{}
 	}
 	names := make([]string, 0, len(f.Languages))
 	for n := range f.Languages {
@@ -281,9 +287,9 @@ func (c *Config) Names() []string {
 	return names
 }
 
-// LimitsFor returns the limits a language's runs get: [limits] with the
+// limitsFor returns the limits a language's runs get: [limits] with the
 // language's overrides applied.
-func (c *Config) LimitsFor(name string) Limits {
+func (c *Config) limitsFor(name string) LimitsTable {
 	return c.Languages[name].Limits.Apply(c.Limits)
 }
 
@@ -376,12 +382,12 @@ func (c *Config) Validate() error {
 		if l.Pool < 0 || l.Pool > maxPool {
 			bad(key+".pool", "%d; want 0 (create on demand) to %d", l.Pool, maxPool)
 		}
-		errs = append(errs, validateLimits(key+".limits", c.LimitsFor(n))...)
+		errs = append(errs, validateLimits(key+".limits", c.limitsFor(n))...)
 	}
 	return errors.Join(errs...)
 }
 
-func validateLimits(key string, l Limits) []error {
+func validateLimits(key string, l LimitsTable) []error {
 	var errs []error
 	bad := func(k, format string, a ...any) {
 		errs = append(errs, fmt.Errorf("%s.%s: %s", key, k, fmt.Sprintf(format, a...)))

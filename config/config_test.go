@@ -24,7 +24,7 @@ func TestDefaultsValid(t *testing.T) {
 	if py.Tool != "run_python_code" || c.Languages["javascript"].Tool != "run_js_code" {
 		t.Errorf("tools = %q, %q; want run_python_code, run_js_code", py.Tool, c.Languages["javascript"].Tool)
 	}
-	l := c.LimitsFor("python")
+	l := c.limitsFor("python")
 	if l.Memory != 512<<20 || l.Timeout != Duration(30*time.Second) || l.OutputBytes != 64<<10 || l.CodeBytes != 1<<20 || l.UID != 65534 {
 		t.Errorf("python limits = %+v; want the documented defaults", l)
 	}
@@ -73,7 +73,7 @@ func TestExampleMatchesDefaults(t *testing.T) {
 	for _, s := range []struct {
 		table string
 		v     any
-	}{{"containerd", Containerd{}}, {"sandbox", Sandbox{}}, {"limits", Limits{}}, {"languages.python", Language{}}} {
+	}{{"containerd", Containerd{}}, {"sandbox", Sandbox{}}, {"limits", LimitsTable{}}, {"languages.python", LanguageTable{}}} {
 		rt := reflect.TypeOf(s.v)
 		for i := 0; i < rt.NumField(); i++ {
 			k := s.table + "." + rt.Field(i).Tag.Get("toml")
@@ -123,12 +123,12 @@ file = "main.sh"
 	if !reflect.DeepEqual(py.Command, []string{"python3"}) || py.Tool != "run_python_code" || len(py.Env) != 3 {
 		t.Errorf("python lost its defaults when merged: %+v", py)
 	}
-	pl := c.LimitsFor("python")
-	if pl.Memory != 1<<30 || pl.Timeout != Duration(60*time.Second) || pl.CPUs != 2 || pl.Pids != 128 {
+	pl := mustLanguage(t, c, "python").Limits
+	if pl.MemoryBytes != 1<<30 || pl.Timeout != 60*time.Second || pl.CPUs != 2 || pl.Pids != 128 {
 		t.Errorf("python limits = %+v; want memory from [limits], timeout and cpus from its own table, pids default", pl)
 	}
-	jl := c.LimitsFor("javascript")
-	if jl.Memory != 1<<30 || jl.Timeout != Duration(10*time.Second) || jl.CPUs != 1 {
+	jl := mustLanguage(t, c, "javascript").Limits
+	if jl.MemoryBytes != 1<<30 || jl.Timeout != 10*time.Second || jl.CPUs != 1 {
 		t.Errorf("javascript limits = %+v; want [limits] from the file", jl)
 	}
 	b := c.Languages["bash"]
@@ -233,5 +233,90 @@ func TestParseSize(t *testing.T) {
 		if got, err := ParseSize(in); err == nil {
 			t.Errorf("ParseSize(%q) = %d; want an error", in, got)
 		}
+	}
+}
+
+func mustLanguage(t *testing.T, c *Config, name string) Language {
+	t.Helper()
+	l, ok := c.Language(name)
+	if !ok {
+		t.Fatalf("Language(%q): not enabled", name)
+	}
+	return l
+}
+
+// Language is the one translation of the file's tables: every field of the
+// model comes from its key, the runtime falls back to [containerd]'s, and a
+// disabled language is not there.
+func TestLanguageModel(t *testing.T) {
+	c, err := Parse(`
+[containerd]
+runtime = "io.containerd.runsc.v1"
+
+[limits]
+memory = "1GiB"
+shm_size = "8MiB"
+output_bytes = "128KiB"
+
+[languages.python]
+runtime = "io.containerd.runc.v2"
+pool = 3
+
+[languages.python.limits]
+timeout = "45s"
+max_timeout = "90s"
+code_bytes = "2MiB"
+uid = 1000
+gid = 1001
+
+[languages.javascript]
+disabled = true
+
+[languages.sh]
+image = "example.test/sh:1"
+command = ["sh", "-e"]
+file = "main.sh"
+env = ["A=1"]
+`, "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := mustLanguage(t, c, "python")
+	want := Language{
+		Name:        "python",
+		Image:       "localhost/code-sandbox-mcp/python:trixie",
+		Command:     []string{"python3"},
+		File:        "main.py",
+		Env:         []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
+		Runtime:     "io.containerd.runc.v2",
+		Tool:        "run_python_code",
+		Description: c.Languages["python"].Description,
+		Pool:        3,
+		Limits: Limits{
+			MemoryBytes: 1 << 30, CPUs: 1, Pids: 128, TmpBytes: 64 << 20, ShmBytes: 8 << 20,
+			FileBytes: 64 << 20, OpenFiles: 1024, Timeout: 45 * time.Second, MaxTimeout: 90 * time.Second,
+			OutputBytes: 128 << 10, CodeBytes: 2 << 20, UID: 1000, GID: 1001,
+		},
+	}
+	if !reflect.DeepEqual(py, want) {
+		t.Errorf("Language(python):\n got %+v\nwant %+v", py, want)
+	}
+	if sh := mustLanguage(t, c, "sh"); sh.Runtime != "io.containerd.runsc.v1" || sh.Tool != "run_sh_code" || sh.Limits.Timeout != 30*time.Second {
+		t.Errorf("Language(sh) = %+v; want [containerd] runtime, tool run_sh_code, the default timeout", sh)
+	}
+	if _, ok := c.Language("javascript"); ok {
+		t.Error("Language(javascript) is there; want a disabled language left out")
+	}
+	var names []string
+	for _, l := range c.Enabled() {
+		names = append(names, l.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"python", "sh"}) {
+		t.Errorf("Enabled() names %v; want [python sh]", names)
+	}
+	// The model is a copy: changing it changes nothing in the config.
+	py.Command[0] = "changed"
+	if mustLanguage(t, c, "python").Command[0] != "python3" {
+		t.Error("Language shares its Command with the config")
 	}
 }

@@ -19,6 +19,8 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
+
+	"code-sandbox-mcp/config"
 )
 
 // Config is what an Executor needs to know.
@@ -35,8 +37,8 @@ type Config struct {
 	// Concurrency bounds runs in flight; more wait in a queue. Zero means
 	// the number of CPUs.
 	Concurrency int
-	// Languages by name.
-	Languages map[string]Language
+	// Languages are the languages it runs, each with a distinct Name.
+	Languages []config.Language
 	// PassEnv is added, as KEY=value, to every run's environment.
 	PassEnv []string
 	// Pull allows pulling an image that is missing from the image store.
@@ -85,8 +87,8 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if len(cfg.Languages) == 0 {
 		return nil, fmt.Errorf("no languages configured: %w", errdefs.ErrInvalidArgument)
 	}
-	for name, l := range cfg.Languages {
-		if err := l.validate(name); err != nil {
+	for _, l := range cfg.Languages {
+		if err := validate(l); err != nil {
 			return nil, err
 		}
 	}
@@ -127,9 +129,8 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		prepared:    map[string]*preparedImage{},
 		pools:       map[string]*pool{},
 	}
-	for name, l := range cfg.Languages {
-		l.Name = name
-		e.pools[name] = newPool(e, l)
+	for _, l := range cfg.Languages {
+		e.pools[l.Name] = newPool(e, l)
 	}
 	e.oom = watchOOM(closing, c, cfg.Namespace, log)
 	return e, nil
@@ -143,13 +144,13 @@ func (e *Executor) Prepare(ctx context.Context) error {
 		return err
 	}
 	var errs []error
-	for name := range e.cfg.Languages {
-		img, err := e.image(ctx, name)
+	for _, l := range e.cfg.Languages {
+		img, err := e.image(ctx, l)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		e.pools[name].run(img)
+		e.pools[l.Name].run(img)
 	}
 	return errors.Join(errs...)
 }
@@ -175,19 +176,17 @@ func (e *Executor) shutdown() error {
 	return e.client.Close()
 }
 
-// Languages returns the configured languages by name.
-func (e *Executor) Languages() map[string]Language {
-	return e.cfg.Languages
-}
-
 // Client returns the containerd client, for read-only checks such as the
 // CLI's doctor. Closing it is the Executor's business.
 func (e *Executor) Client() *containerd.Client {
 	return e.client
 }
 
-func (l Language) validate(name string) error {
+func validate(l config.Language) error {
+	name := l.Name
 	switch {
+	case name == "":
+		return fmt.Errorf("a language has no name: %w", errdefs.ErrInvalidArgument)
 	case l.Image == "":
 		return fmt.Errorf("language %q has no image: %w", name, errdefs.ErrInvalidArgument)
 	case len(l.Command) == 0:

@@ -8,6 +8,7 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 
+	"code-sandbox-mcp/config"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -30,7 +31,7 @@ const poolMaxAge = 10 * time.Minute
 // per language, in the background.
 type pool struct {
 	e    *Executor
-	lang Language
+	lang config.Language
 	size int
 
 	ready   chan *sandbox
@@ -41,7 +42,7 @@ type pool struct {
 	done    chan struct{} // closed when the filler has stopped
 }
 
-func newPool(e *Executor, lang Language) *pool {
+func newPool(e *Executor, lang config.Language) *pool {
 	p := &pool{
 		e:     e,
 		lang:  lang,

@@ -11,6 +11,8 @@ import (
 	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"code-sandbox-mcp/config"
 )
 
 // prepareTimeout bounds the pull and unpack of one image.
@@ -46,7 +48,8 @@ func resolveSnapshotter(ctx context.Context, c *containerd.Client, name string) 
 // unpacker cleans up on the context it was given, and a cancelled one leaves
 // its extraction snapshot behind. It runs detached, bounded by
 // prepareTimeout.
-func (e *Executor) image(ctx context.Context, language string) (*preparedImage, error) {
+func (e *Executor) image(ctx context.Context, l config.Language) (*preparedImage, error) {
+	language := l.Name
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if p, ok := e.prepared[language]; ok {
@@ -54,7 +57,6 @@ func (e *Executor) image(ctx context.Context, language string) (*preparedImage, 
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prepareTimeout)
 	defer cancel()
-	l := e.cfg.Languages[language]
 	img, err := e.client.GetImage(ctx, l.Image)
 	switch {
 	case errdefs.IsNotFound(err) && e.cfg.Pull:

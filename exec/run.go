@@ -6,9 +6,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/containerd/errdefs"
+
+	"code-sandbox-mcp/config"
 )
 
 // idPrefix starts the id of every container, snapshot and run directory we
@@ -61,7 +64,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	defer pool.refill()
 	s := pool.take()
 	if s == nil {
-		img, err := e.image(ctx, lang.Name)
+		img, err := e.image(ctx, lang)
 		if err != nil {
 			return nil, err
 		}
@@ -96,13 +99,13 @@ func (e *Executor) retire(s *sandbox) {
 }
 
 // check validates a request against its language.
-func (e *Executor) check(req Request) (Language, time.Duration, error) {
-	lang, ok := e.cfg.Languages[req.Language]
-	if !ok {
-		return lang, 0, fmt.Errorf("unknown language %q: %w", req.Language, errdefs.ErrInvalidArgument)
+func (e *Executor) check(req Request) (config.Language, time.Duration, error) {
+	i := slices.IndexFunc(e.cfg.Languages, func(l config.Language) bool { return l.Name == req.Language })
+	if i < 0 {
+		return config.Language{}, 0, fmt.Errorf("unknown language %q: %w", req.Language, errdefs.ErrInvalidArgument)
 	}
-	lang.Name = req.Language
-	if len(req.Code) > lang.Limits.CodeBytes {
+	lang := e.cfg.Languages[i]
+	if int64(len(req.Code)) > lang.Limits.CodeBytes {
 		return lang, 0, fmt.Errorf("program is %d bytes, over the limit of %d bytes: %w", len(req.Code), lang.Limits.CodeBytes, errdefs.ErrInvalidArgument)
 	}
 	timeout := lang.Limits.Timeout

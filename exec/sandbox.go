@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 
+	"code-sandbox-mcp/config"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -25,7 +26,7 @@ import (
 // program and is then destroyed.
 type sandbox struct {
 	e       *Executor
-	lang    Language
+	lang    config.Language
 	id      string
 	dir     string // host directory: the program (code/) and the FIFOs
 	created time.Time
@@ -52,7 +53,7 @@ type sandbox struct {
 // containerd may still complete in the daemon, after a cleanup that did not
 // see its object. It runs on a detached, bounded context, and ctx is
 // checked once it is done.
-func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedImage, deadline time.Time, ahead bool) (_ *sandbox, err error) {
+func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *preparedImage, deadline time.Time, ahead bool) (_ *sandbox, err error) {
 	caller := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
@@ -61,8 +62,8 @@ func (e *Executor) newSandbox(ctx context.Context, lang Language, img *preparedI
 		lang:    lang,
 		id:      newID(),
 		created: time.Now(),
-		stdout:  newCapture(lang.Limits.OutputBytes),
-		stderr:  newCapture(lang.Limits.OutputBytes),
+		stdout:  newCapture(int(lang.Limits.OutputBytes)),
+		stderr:  newCapture(int(lang.Limits.OutputBytes)),
 	}
 	defer func() {
 		if err != nil {
@@ -122,26 +123,11 @@ func (s *sandbox) makeDir() error {
 // createContainer makes the container: a new snapshot of the image and a
 // spec built by package oci.
 func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadline time.Time, ahead bool) error {
-	l := s.lang.Limits
 	e := s.e
-	policy := sandboxoci.Policy{
-		Args:        append(append([]string{}, s.lang.Command...), sandboxoci.ProgramPath(s.lang.File)),
-		Env:         sandboxoci.Env(img.env, s.lang.Env, e.cfg.PassEnv),
-		UID:         l.UID,
-		GID:         l.GID,
-		Hostname:    "sandbox",
-		MemoryBytes: l.MemoryBytes,
-		CPUs:        l.CPUs,
-		Pids:        l.Pids,
-		TmpBytes:    l.TmpBytes,
-		ShmBytes:    l.ShmBytes,
-		Rlimits: sandboxoci.Rlimits([]sandboxoci.Rlimit{
-			{Type: "RLIMIT_NOFILE", Max: l.OpenFiles},
-			{Type: "RLIMIT_FSIZE", Max: uint64(l.FileBytes)},
-			{Type: "RLIMIT_CORE", Max: 0},
-		}, func(t string) (uint64, bool) { v, ok := e.hard[t]; return v, ok }),
-		CodeHostDir: filepath.Join(s.dir, "code"),
-	}
+	policy := sandboxoci.NewPolicy(s.lang)
+	policy.Env = sandboxoci.Env(img.env, s.lang.Env, e.cfg.PassEnv)
+	policy.Hard = func(t string) (uint64, bool) { v, ok := e.hard[t]; return v, ok }
+	policy.CodeHostDir = filepath.Join(s.dir, "code")
 	if ahead && sandboxoci.CanWaitForStart(policy.Env) {
 		policy.WaitForStart = true
 		s.start = newStartLine()

@@ -17,13 +17,14 @@ import (
 
 	"github.com/containerd/errdefs"
 
+	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
 
 // testLimits are the limits of the tests' executors: the product's
 // defaults, with a shorter timeout.
-func testLimits() exec.Limits {
-	return exec.Limits{
+func testLimits() config.Limits {
+	return config.Limits{
 		MemoryBytes: 512 << 20,
 		CPUs:        1,
 		Pids:        128,
@@ -40,22 +41,30 @@ func testLimits() exec.Limits {
 	}
 }
 
-func testLanguages() map[string]exec.Language {
-	return map[string]exec.Language{
-		"python": {
+func testLanguages() []config.Language {
+	return []config.Language{
+		{
+			Name:    "python",
 			Image:   pythonImage,
 			Command: []string{"python3"},
 			File:    "main.py",
 			Env:     []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
 			Limits:  testLimits(),
 		},
-		"javascript": {
+		{
+			Name:    "javascript",
 			Image:   nodejsImage,
 			Command: []string{"node"},
 			File:    "main.js",
 			Limits:  testLimits(),
 		},
 	}
+}
+
+// testLanguage returns the test language called name.
+func testLanguage(name string) config.Language {
+	langs := testLanguages()
+	return langs[slices.IndexFunc(langs, func(l config.Language) bool { return l.Name == name })]
 }
 
 // newExecutor starts an executor on the test daemon, prepared, with its own
@@ -180,8 +189,8 @@ func TestStreamsAndExitCodes(t *testing.T) {
 					t.Errorf("status: got exit %d signal %q timed out %v oom %v; want exit %d only",
 						res.ExitCode, res.Signal, res.TimedOut, res.OOMKilled, tt.wantStatus)
 				}
-				if res.Language != lang || res.Image != testLanguages()[lang].Image {
-					t.Errorf("got language %q image %q; want %q %q", res.Language, res.Image, lang, testLanguages()[lang].Image)
+				if want := testLanguage(lang).Image; res.Language != lang || res.Image != want {
+					t.Errorf("got language %q image %q; want %q %q", res.Language, res.Image, lang, want)
 				}
 			})
 		}
@@ -213,9 +222,8 @@ func TestLargeProgram(t *testing.T) {
 
 func TestProgramOverSizeCapIsRefused(t *testing.T) {
 	e := newExecutor(t, func(c *exec.Config) {
-		for name, l := range c.Languages {
-			l.Limits.CodeBytes = 1000
-			c.Languages[name] = l
+		for i := range c.Languages {
+			c.Languages[i].Limits.CodeBytes = 1000
 		}
 	})
 	res, err := e.Run(testContext(t), exec.Request{Language: "python", Code: strings.Repeat("#", 1001)})
@@ -321,9 +329,8 @@ for (;;) {}
 
 func TestOOMIsReported(t *testing.T) {
 	e := newExecutor(t, func(c *exec.Config) {
-		for name, l := range c.Languages {
-			l.Limits.MemoryBytes = 128 << 20
-			c.Languages[name] = l
+		for i := range c.Languages {
+			c.Languages[i].Limits.MemoryBytes = 128 << 20
 		}
 	})
 	both(t, func(t *testing.T, lang string) {
@@ -463,12 +470,13 @@ func TestCancelKillsAndCleansUp(t *testing.T) {
 
 func TestSandboxErrorsAreActionableAndLeaveNothing(t *testing.T) {
 	langs := testLanguages()
-	missing := langs["python"]
+	missing := langs[0]
+	missing.Name = "missing"
 	missing.Image = "localhost/code-sandbox-mcp/not-there:1"
-	langs["missing"] = missing
-	broken := langs["python"]
+	broken := langs[0]
+	broken.Name = "broken"
 	broken.Command = []string{"/no/such/interpreter"}
-	langs["broken"] = broken
+	langs = append(langs, missing, broken)
 
 	stateDir := newStateDir(t)
 	ctx := testContext(t)
@@ -626,9 +634,8 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 func TestPoolSandboxesAreFreshAndRefilled(t *testing.T) {
 	const size = 2
 	e := newExecutor(t, func(c *exec.Config) {
-		for name, l := range c.Languages {
-			l.Pool = size
-			c.Languages[name] = l
+		for i := range c.Languages {
+			c.Languages[i].Pool = size
 		}
 	})
 	ctx := testContext(t)

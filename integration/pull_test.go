@@ -16,6 +16,7 @@ import (
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/ociarchive"
 	"code-sandbox-mcp/exec"
 )
@@ -126,7 +127,7 @@ func TestMissingImageIsPulledFromALoopbackRegistry(t *testing.T) {
 			t.Errorf("delete pulled image: %v", err)
 		}
 	})
-	langs := map[string]exec.Language{"hello": {Image: ref, Command: []string{"/hello"}, File: "main.txt", Limits: testLimits()}}
+	langs := []config.Language{{Name: "hello", Image: ref, Command: []string{"/hello"}, File: "main.txt", Limits: testLimits()}}
 
 	// Without pulling allowed, the missing image is an error that says so.
 	stateDir := newStateDir(t)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/containerd/containerd/v2/core/images"
 
+	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/ociarchive"
 	"code-sandbox-mcp/exec"
 )
@@ -86,9 +87,9 @@ func TestPoolFallsBackWhenTheStubCannotWait(t *testing.T) {
 			ref = strings.ReplaceAll(ref, "/bin/sh", "sh") + ":1"
 			staticImage(t, ref, tt.files)
 			var log syncBuffer
-			lang := exec.Language{Image: ref, Command: []string{"/hello"}, File: "main.txt", Pool: 1, Limits: testLimits()}
+			lang := config.Language{Name: "hello", Image: ref, Command: []string{"/hello"}, File: "main.txt", Pool: 1, Limits: testLimits()}
 			e := newExecutor(t, func(c *exec.Config) {
-				c.Languages = map[string]exec.Language{"hello": lang}
+				c.Languages = []config.Language{lang}
 				c.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			})
 			// Three runs: the pool's first sandbox, whatever it was, and

@@ -2,7 +2,10 @@
 // options for containerd's pkg/oci.
 //
 // Everything here is a pure function of the Policy it is given: it knows
-// nothing of containerd's client, of MCP, or of configuration files. The
+// nothing of containerd's client, of MCP, or of configuration files (it
+// reads a language's limits in config's model). Describe reads back from a
+// generated spec what it enforces, so that what the server tells a model
+// about its sandbox comes from the spec itself. The
 // options are applied by containerd's oci.GenerateSpec, and unit tests apply
 // them to a zero spec to assert every hardening field.
 package oci
@@ -19,6 +22,8 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	ctroci "github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"code-sandbox-mcp/config"
 )
 
 // CodeDir is where the directory holding the run's program is mounted,
@@ -34,25 +39,17 @@ type Policy struct {
 	WaitForStart bool
 	// Env is the complete environment, as KEY=value; see Env.
 	Env []string
-	// UID and GID the program runs as. Zero is refused: runs are never root.
-	UID, GID uint32
 	// Hostname inside the sandbox.
 	Hostname string
 
-	// MemoryBytes is the memory cgroup limit; swap is limited to the same
-	// value so that no swap is used.
-	MemoryBytes int64
-	// CPUs is the CFS quota in CPUs (1.5 means 150 ms every 100 ms).
-	CPUs float64
-	// Pids is the pids cgroup limit.
-	Pids int64
-	// TmpBytes sizes the tmpfs at /tmp, ShmBytes the one at /dev/shm.
-	TmpBytes int64
-	ShmBytes int64
-
-	// Rlimits are applied as given; build them with Rlimits so that none
-	// is raised above the server's own hard limit.
-	Rlimits []specs.POSIXRlimit
+	// Limits are the language's: the uid and gid (zero is refused: runs
+	// are never root), the memory cgroup limit (swap on top of it is
+	// none), the CFS quota, the pids limit, the sizes of /tmp and
+	// /dev/shm, and the rlimits on file size and open files.
+	Limits config.Limits
+	// Hard looks up the server's own hard limit of an rlimit ("RLIMIT_NOFILE"):
+	// a run's is never raised above it (see Rlimits). Nil knows none.
+	Hard func(typ string) (uint64, bool)
 
 	// CodeHostDir is the host directory holding the program; it is bind
 	// mounted read-only at CodeDir. Empty mounts nothing.
@@ -84,12 +81,13 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	if err := p.validate(); err != nil {
 		return nil, err
 	}
-	quota, period := cfs(p.CPUs)
+	l := p.Limits
+	quota, period := cfs(l.CPUs)
 	opts := []ctroci.SpecOpts{
 		ctroci.WithProcessArgs(p.args()...),
 		ctroci.WithProcessCwd("/tmp"),
 		withEnvExactly(p.Env),
-		ctroci.WithUIDGID(p.UID, p.GID),
+		ctroci.WithUIDGID(l.UID, l.GID),
 		withNoAdditionalGIDs,
 		ctroci.WithHostname(p.Hostname),
 		ctroci.WithRootFSReadonly(),
@@ -104,13 +102,22 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 		// A cgroup namespace of its own: /proc/self/cgroup shows "/", not
 		// the host's hierarchy and the run's id.
 		ctroci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.CgroupNamespace}),
-		ctroci.WithMemoryLimit(uint64(p.MemoryBytes)),
-		ctroci.WithMemorySwap(p.MemoryBytes),
+		ctroci.WithMemoryLimit(uint64(l.MemoryBytes)),
+		ctroci.WithMemorySwap(l.MemoryBytes),
 		ctroci.WithCPUCFS(quota, period),
-		ctroci.WithPidsLimit(p.Pids),
+		ctroci.WithPidsLimit(l.Pids),
 	}
-	for i := range p.Rlimits {
-		opts = append(opts, ctroci.WithRlimit(&p.Rlimits[i]))
+	hard := p.Hard
+	if hard == nil {
+		hard = func(string) (uint64, bool) { return 0, false }
+	}
+	rl := Rlimits([]Rlimit{
+		{Type: "RLIMIT_NOFILE", Max: l.OpenFiles},
+		{Type: "RLIMIT_FSIZE", Max: uint64(l.FileBytes)},
+		{Type: "RLIMIT_CORE", Max: 0},
+	}, hard)
+	for i := range rl {
+		opts = append(opts, ctroci.WithRlimit(&rl[i]))
 	}
 	// Last: the profile is derived from the capabilities set above.
 	opts = append(opts, seccomp.WithDefaultProfile(), withSyscallsDenied(deniedSyscalls))
@@ -123,16 +130,18 @@ func (p Policy) validate() error {
 		return fmt.Errorf("policy has no command")
 	case p.WaitForStart && !CanWaitForStart(p.Env):
 		return fmt.Errorf("policy waits for its start in a shell, but its environment sets one of %v, which the shell would change", stubUnset)
-	case p.UID == 0 || p.GID == 0:
-		return fmt.Errorf("policy would run as uid %d gid %d: sandboxes never run as root", p.UID, p.GID)
-	case p.MemoryBytes <= 0:
+	case p.Limits.UID == 0 || p.Limits.GID == 0:
+		return fmt.Errorf("policy would run as uid %d gid %d: sandboxes never run as root", p.Limits.UID, p.Limits.GID)
+	case p.Limits.MemoryBytes <= 0:
 		return fmt.Errorf("policy has no memory limit")
-	case p.CPUs <= 0:
+	case p.Limits.CPUs <= 0:
 		return fmt.Errorf("policy has no CPU limit")
-	case p.Pids <= 0:
+	case p.Limits.Pids <= 0:
 		return fmt.Errorf("policy has no pids limit")
-	case p.TmpBytes <= 0 || p.ShmBytes <= 0:
+	case p.Limits.TmpBytes <= 0 || p.Limits.ShmBytes <= 0:
 		return fmt.Errorf("policy has no size for /tmp or /dev/shm")
+	case p.Limits.FileBytes <= 0 || p.Limits.OpenFiles == 0:
+		return fmt.Errorf("policy has no limit on file size or open files")
 	}
 	return nil
 }
@@ -202,13 +211,13 @@ func (p Policy) mounts() []specs.Mount {
 			Destination: "/tmp",
 			Type:        "tmpfs",
 			Source:      "tmpfs",
-			Options:     []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(p.TmpBytes, 10)},
+			Options:     []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(p.Limits.TmpBytes, 10)},
 		},
 		{
 			Destination: "/dev/shm",
 			Type:        "tmpfs",
 			Source:      "shm",
-			Options:     []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(p.ShmBytes, 10)},
+			Options:     []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(p.Limits.ShmBytes, 10)},
 		},
 	}
 	if p.CodeHostDir != "" {
@@ -342,5 +351,17 @@ func withSyscallsDenied(names []string) ctroci.SpecOpts {
 		}
 		s.Linux.Seccomp.Syscalls = rules
 		return nil
+	}
+}
+
+// NewPolicy returns the policy of one run of l: its command with the
+// program's path appended, its limits, and the hostname "sandbox". The
+// caller adds what only a run knows: the environment, the program's host
+// directory, the server's hard limits, and whether it waits for its start.
+func NewPolicy(l config.Language) Policy {
+	return Policy{
+		Args:     append(slices.Clone(l.Command), ProgramPath(l.File)),
+		Hostname: "sandbox",
+		Limits:   l.Limits,
 	}
 }

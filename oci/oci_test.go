@@ -10,24 +10,25 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	ctroci "github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"code-sandbox-mcp/config"
 )
 
 func testPolicy() Policy {
 	return Policy{
 		Args:        []string{"python3", "/sandbox/main.py"},
 		Env:         []string{"PATH=/usr/bin:/bin", "HOME=/tmp"},
-		UID:         65534,
-		GID:         65534,
 		Hostname:    "sandbox",
-		MemoryBytes: 512 << 20,
-		CPUs:        1.5,
-		Pids:        128,
-		TmpBytes:    64 << 20,
-		ShmBytes:    32 << 20,
-		Rlimits: []specs.POSIXRlimit{
-			{Type: "RLIMIT_NOFILE", Hard: 256, Soft: 256},
-			{Type: "RLIMIT_CORE", Hard: 0, Soft: 0},
-			{Type: "RLIMIT_FSIZE", Hard: 1 << 20, Soft: 1 << 20},
+		Limits: config.Limits{
+			UID:         65534,
+			GID:         65534,
+			MemoryBytes: 512 << 20,
+			CPUs:        1.5,
+			Pids:        128,
+			TmpBytes:    64 << 20,
+			ShmBytes:    32 << 20,
+			FileBytes:   1 << 20,
+			OpenFiles:   256,
 		},
 		CodeHostDir: "/run/code-sandbox-mcp/csm-1/code",
 	}
@@ -221,12 +222,13 @@ func TestSpecSeccomp(t *testing.T) {
 
 func TestSpecOptsRefusesUnsafePolicies(t *testing.T) {
 	for name, mutate := range map[string]func(*Policy){
-		"root uid":      func(p *Policy) { p.UID = 0 },
-		"root gid":      func(p *Policy) { p.GID = 0 },
-		"no memory":     func(p *Policy) { p.MemoryBytes = 0 },
-		"no cpu":        func(p *Policy) { p.CPUs = 0 },
-		"no pids limit": func(p *Policy) { p.Pids = 0 },
-		"no tmp size":   func(p *Policy) { p.TmpBytes = 0 },
+		"root uid":      func(p *Policy) { p.Limits.UID = 0 },
+		"root gid":      func(p *Policy) { p.Limits.GID = 0 },
+		"no memory":     func(p *Policy) { p.Limits.MemoryBytes = 0 },
+		"no cpu":        func(p *Policy) { p.Limits.CPUs = 0 },
+		"no pids limit": func(p *Policy) { p.Limits.Pids = 0 },
+		"no tmp size":   func(p *Policy) { p.Limits.TmpBytes = 0 },
+		"no file size":  func(p *Policy) { p.Limits.FileBytes = 0 },
 		"no command":    func(p *Policy) { p.Args = nil },
 		"stub with PWD": func(p *Policy) { p.WaitForStart = true; p.Env = append(p.Env, "PWD=/x") },
 	} {

@@ -13,7 +13,6 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
-	"time"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
@@ -267,11 +266,11 @@ func loadConfig(g globals, env lookupFunc) (*config.Config, error) {
 // given and configured, and no pools, which would only create sandboxes
 // that nobody uses.
 func oneShot(ec exec.Config, only ...string) exec.Config {
-	langs := map[string]exec.Language{}
-	for name, l := range ec.Languages {
-		if len(only) == 0 || slices.Contains(only, name) {
+	var langs []config.Language
+	for _, l := range ec.Languages {
+		if len(only) == 0 || slices.Contains(only, l.Name) {
 			l.Pool = 0
-			langs[name] = l
+			langs = append(langs, l)
 		}
 	}
 	if len(langs) > 0 {
@@ -289,7 +288,7 @@ func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Co
 		Snapshotter: cfg.Containerd.Snapshotter,
 		StateDir:    cfg.Sandbox.StateDir,
 		Concurrency: cfg.Sandbox.Concurrency,
-		Languages:   map[string]exec.Language{},
+		Languages:   cfg.Enabled(),
 		Pull:        cfg.Sandbox.Pull == config.PullMissing,
 		Logger:      logger,
 	}
@@ -299,38 +298,6 @@ func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Co
 	for _, name := range cfg.Sandbox.PassThroughEnv {
 		if v, ok := env(name); ok {
 			ec.PassEnv = append(ec.PassEnv, name+"="+v)
-		}
-	}
-	for _, name := range cfg.Names() {
-		l := cfg.Languages[name]
-		lim := cfg.LimitsFor(name)
-		rt := l.Runtime
-		if rt == "" {
-			rt = cfg.Containerd.Runtime
-		}
-		ec.Languages[name] = exec.Language{
-			Name:    name,
-			Image:   l.Image,
-			Command: append([]string(nil), l.Command...),
-			File:    l.File,
-			Env:     append([]string(nil), l.Env...),
-			Runtime: rt,
-			Pool:    l.Pool,
-			Limits: exec.Limits{
-				MemoryBytes: int64(lim.Memory),
-				CPUs:        lim.CPUs,
-				Pids:        lim.Pids,
-				TmpBytes:    int64(lim.TmpSize),
-				ShmBytes:    int64(lim.ShmSize),
-				FileBytes:   int64(lim.FileSize),
-				OpenFiles:   lim.OpenFiles,
-				Timeout:     time.Duration(lim.Timeout),
-				MaxTimeout:  time.Duration(lim.MaxTimeout),
-				OutputBytes: int(lim.OutputBytes),
-				CodeBytes:   int(lim.CodeBytes),
-				UID:         lim.UID,
-				GID:         lim.GID,
-			},
 		}
 	}
 	return ec

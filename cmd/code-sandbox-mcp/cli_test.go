@@ -144,7 +144,7 @@ func TestExecConfig(t *testing.T) {
 	if !ec.Pull {
 		t.Error("Pull = false; want true for pull = \"missing\"")
 	}
-	py := ec.Languages["python"]
+	py := ec.Languages[slices.IndexFunc(ec.Languages, func(l config.Language) bool { return l.Name == "python" })]
 	if py.Name != "python" || py.File != "main.py" || py.Command[0] != "python3" || py.Limits.MemoryBytes != 512<<20 ||
 		py.Limits.Timeout != 30*time.Second || py.Limits.MaxTimeout != 120*time.Second || py.Limits.OutputBytes != 64<<10 ||
 		py.Limits.CodeBytes != 1<<20 || py.Limits.UID != 65534 || py.Limits.OpenFiles != 1024 || py.Limits.TmpBytes != 64<<20 {
@@ -182,16 +182,16 @@ func TestRealMainUsage(t *testing.T) {
 }
 
 func TestOneShotKeepsNoPools(t *testing.T) {
-	ec := exec.Config{Languages: map[string]exec.Language{
-		"python":     {Image: "p", Pool: 2},
-		"javascript": {Image: "j", Pool: 2},
+	ec := exec.Config{Languages: []config.Language{
+		{Name: "javascript", Image: "j", Pool: 2},
+		{Name: "python", Image: "p", Pool: 2},
 	}}
 	got := oneShot(ec, "python")
-	if len(got.Languages) != 1 || got.Languages["python"].Pool != 0 || got.Languages["python"].Image != "p" {
+	if len(got.Languages) != 1 || got.Languages[0].Name != "python" || got.Languages[0].Pool != 0 || got.Languages[0].Image != "p" {
 		t.Errorf("oneShot(python): got %+v; want python alone, with no pool", got.Languages)
 	}
 	all := oneShot(ec)
-	if len(all.Languages) != 2 || all.Languages["javascript"].Pool != 0 {
+	if len(all.Languages) != 2 || all.Languages[0].Pool != 0 || all.Languages[1].Pool != 0 {
 		t.Errorf("oneShot(): got %+v; want both languages, with no pool", all.Languages)
 	}
 	// An unknown language keeps them all, so the run reports it by name.

@@ -103,15 +103,16 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 	if err := ex.Prepare(ctx); err != nil {
 		logger.Debug("prepare", "err", err)
 	}
-	for _, name := range cfg.Names() {
+	for _, lang := range cfg.Enabled() {
+		name := lang.Name
 		what := "hello world " + name
 		if !present[name] {
 			c.skip(what, "its image is missing")
 			continue
 		}
-		code, want := helloWorld(cfg.Languages[name].Command)
+		code, want := helloWorld(lang.Command)
 		if code == "" {
-			c.skip(what, "no hello world known for command "+cfg.Languages[name].Command[0])
+			c.skip(what, "no hello world known for command "+lang.Command[0])
 			continue
 		}
 		start := time.Now()
@@ -121,8 +122,8 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		case err != nil:
 			c.fail(what, err.Error(), "see the log above (--log-level debug) and containerd's log")
 		case res.Failed() || strings.TrimSpace(string(res.Stdout)) != want:
-			c.fail(what, fmt.Sprintf("stdout %q, stderr %q, %s", res.Stdout, res.Stderr, statusLine(res, cfg.LimitsFor(name))),
-				"check that the image has "+cfg.Languages[name].Command[0]+" and that runs work (`code-sandbox-mcp run --language "+name+" -`)")
+			c.fail(what, fmt.Sprintf("stdout %q, stderr %q, %s", res.Stdout, res.Stderr, statusLine(res, lang.Limits)),
+				"check that the image has "+lang.Command[0]+" and that runs work (`code-sandbox-mcp run --language "+name+" -`)")
 		default:
 			c.ok(what, fmt.Sprintf("%s in %s (run %s)", want, took, res.Duration.Round(time.Millisecond)))
 		}

@@ -96,7 +96,8 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 	if len(res.Stderr) > 0 && res.Stderr[len(res.Stderr)-1] != '\n' && (res.Failed() || res.StdoutDropped > 0 || res.StderrDropped > 0) {
 		fmt.Fprintln(stderr)
 	}
-	lim := cfg.LimitsFor(lang)
+	l, _ := cfg.Language(lang)
+	lim := l.Limits
 	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.StdoutDropped > 0 || res.StderrDropped > 0 {
 		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", statusLine(res, lim))
 	}

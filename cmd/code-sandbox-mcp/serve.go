@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -33,8 +32,8 @@ func newServer(cfg *config.Config, run runFunc, opts ...server.ServerOption) *se
 			"The resource " + environmentsURI + " lists the languages, images and limits."),
 	}, opts...)
 	s := server.NewMCPServer("code-sandbox-mcp", version, opts...)
-	for _, name := range cfg.Names() {
-		s.AddTool(newTool(cfg, name), toolHandler(name, cfg.LimitsFor(name), run))
+	for _, l := range cfg.Enabled() {
+		s.AddTool(newTool(l), toolHandler(l.Name, l.Limits, run))
 	}
 	s.AddResource(
 		mcp.NewResource(environmentsURI, "environments",
@@ -82,17 +81,16 @@ type limitsOutput struct {
 
 func environments(cfg *config.Config) map[string]any {
 	langs := map[string]environment{}
-	for _, name := range cfg.Names() {
-		l := cfg.Languages[name]
-		lim := cfg.LimitsFor(name)
-		langs[name] = environment{
+	for _, l := range cfg.Enabled() {
+		lim := l.Limits
+		langs[l.Name] = environment{
 			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description,
 			Limits: limitsOutput{
-				MemoryBytes: int64(lim.Memory), CPUs: lim.CPUs, Pids: lim.Pids,
-				TmpBytes: int64(lim.TmpSize), FileBytes: int64(lim.FileSize), OpenFiles: lim.OpenFiles,
-				TimeoutSeconds:       time.Duration(lim.Timeout).Seconds(),
-				MaxTimeoutSeconds:    time.Duration(lim.MaxTimeout).Seconds(),
-				OutputBytesPerStream: int64(lim.OutputBytes), CodeBytes: int64(lim.CodeBytes),
+				MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
+				TmpBytes: lim.TmpBytes, FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
+				TimeoutSeconds:       lim.Timeout.Seconds(),
+				MaxTimeoutSeconds:    lim.MaxTimeout.Seconds(),
+				OutputBytesPerStream: lim.OutputBytes, CodeBytes: lim.CodeBytes,
 				Network: false, ReadOnlyRootFS: true, WritablePaths: []string{"/tmp"},
 			},
 		}

@@ -63,21 +63,20 @@ const outputSchema = `{
 
 // newTool describes one language's tool: the configured description with
 // the limits appended, so that what the model reads follows the config.
-func newTool(cfg *config.Config, name string) mcp.Tool {
-	l := cfg.Languages[name]
-	lim := cfg.LimitsFor(name)
-	maxSec := int(time.Duration(lim.MaxTimeout) / time.Second)
+func newTool(l config.Language) mcp.Tool {
+	name, lim := l.Name, l.Limits
+	maxSec := int(lim.MaxTimeout / time.Second)
 	return mcp.NewTool(l.Tool,
 		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim)),
 		mcp.WithString("code",
 			mcp.Required(),
 			mcp.MinLength(1),
-			mcp.Description(fmt.Sprintf("The complete %s program to run, as source text (at most %s).", name, lim.CodeBytes)),
+			mcp.Description(fmt.Sprintf("The complete %s program to run, as source text (at most %s).", name, config.Size(lim.CodeBytes))),
 		),
 		mcp.WithInteger("timeout_seconds",
 			mcp.Min(1),
 			mcp.Max(maxSec),
-			mcp.Description(fmt.Sprintf("Wall-clock limit in seconds; default %d, at most %d.", int(time.Duration(lim.Timeout)/time.Second), maxSec)),
+			mcp.Description(fmt.Sprintf("Wall-clock limit in seconds; default %d, at most %d.", int(lim.Timeout/time.Second), maxSec)),
 		),
 		mcp.WithSchemaAdditionalProperties(false),
 		mcp.WithRawOutputSchema(json.RawMessage(outputSchema)),
@@ -98,8 +97,8 @@ func limitsSentence(l config.Limits) string {
 	return fmt.Sprintf("Each call runs in a brand-new, isolated container that is deleted afterwards: no network, no files from the host or from earlier calls, "+
 		"a read-only file system except /tmp (%s, also HOME). Limits: %s memory, %s, %d processes, %s per run by default (timeout_seconds up to %d). "+
 		"stdout and stderr are each cut to their first and last %s past %s.",
-		l.TmpSize, l.Memory, cpus, l.Pids, l.Timeout, int(time.Duration(l.MaxTimeout)/time.Second),
-		config.Size(l.OutputBytes/2), l.OutputBytes)
+		config.Size(l.TmpBytes), config.Size(l.MemoryBytes), cpus, l.Pids, l.Timeout, int(l.MaxTimeout/time.Second),
+		config.Size(l.OutputBytes/2), config.Size(l.OutputBytes))
 }
 
 // toolArgs are a call's validated arguments.
@@ -143,10 +142,10 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 	if strings.TrimSpace(a.code) == "" {
 		return a, errors.New(`argument "code" is empty: send the program's source`)
 	}
-	if n := len(a.code); n > int(lim.CodeBytes) {
-		return a, fmt.Errorf(`argument "code" is %d bytes; the limit is %s (%d bytes): send a shorter program`, n, lim.CodeBytes, int64(lim.CodeBytes))
+	if n := len(a.code); int64(n) > lim.CodeBytes {
+		return a, fmt.Errorf(`argument "code" is %d bytes; the limit is %s (%d bytes): send a shorter program`, n, config.Size(lim.CodeBytes), lim.CodeBytes)
 	}
-	maxSec := time.Duration(lim.MaxTimeout) / time.Second
+	maxSec := lim.MaxTimeout / time.Second
 	if rt, ok := m["timeout_seconds"]; ok && !bytes.Equal(bytes.TrimSpace(rt), []byte("null")) {
 		var f float64
 		if err := json.Unmarshal(rt, &f); err != nil {
@@ -273,14 +272,14 @@ func statusLine(r *exec.Result, lim config.Limits) string {
 	case r.TimedOut:
 		parts = append(parts, fmt.Sprintf("timed out after %s and was killed", r.Timeout.Round(time.Millisecond)))
 	case r.OOMKilled:
-		parts = append(parts, fmt.Sprintf("killed: out of memory (limit %s)", lim.Memory))
+		parts = append(parts, fmt.Sprintf("killed: out of memory (limit %s)", config.Size(lim.MemoryBytes)))
 	case r.Signal != "":
 		parts = append(parts, "killed by "+r.Signal)
 	default:
 		parts = append(parts, fmt.Sprintf("exit code %d", r.ExitCode))
 	}
 	if r.OOMKilled && r.TimedOut {
-		parts = append(parts, fmt.Sprintf("out of memory (limit %s)", lim.Memory))
+		parts = append(parts, fmt.Sprintf("out of memory (limit %s)", config.Size(lim.MemoryBytes)))
 	}
 	if r.StdoutDropped > 0 {
 		parts = append(parts, fmt.Sprintf("stdout truncated: %d bytes dropped from the middle", r.StdoutDropped))

@@ -104,7 +104,7 @@ func TestToolsListGolden(t *testing.T) {
 }
 
 func TestParseArgs(t *testing.T) {
-	lim := config.Default().LimitsFor("python")
+	lim := pythonLimits(t)
 	for _, tc := range []struct {
 		name    string
 		raw     any
@@ -219,7 +219,7 @@ func TestCancelledCall(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	h := toolHandler("python", config.Default().LimitsFor("python"), run)
+	h := toolHandler("python", pythonLimits(t), run)
 	go func() {
 		for !started.Load() {
 			time.Sleep(time.Millisecond)
@@ -233,7 +233,7 @@ func TestCancelledCall(t *testing.T) {
 }
 
 func TestResultText(t *testing.T) {
-	lim := config.Default().LimitsFor("python")
+	lim := pythonLimits(t)
 	head := int(lim.OutputBytes) / 2
 	for _, tc := range []struct {
 		name string
@@ -267,7 +267,7 @@ func TestResultText(t *testing.T) {
 }
 
 func TestToolResultFlags(t *testing.T) {
-	lim := config.Default().LimitsFor("python")
+	lim := pythonLimits(t)
 	for _, tc := range []struct {
 		r       exec.Result
 		isError bool
@@ -325,4 +325,14 @@ func TestExitStatus(t *testing.T) {
 			t.Errorf("exitStatus(%+v) = %d; want %d", tc.r, got, tc.want)
 		}
 	}
+}
+
+// pythonLimits are the default limits of python.
+func pythonLimits(t *testing.T) config.Limits {
+	t.Helper()
+	l, ok := config.Default().Language("python")
+	if !ok {
+		t.Fatal("no python in the defaults")
+	}
+	return l.Limits
 }

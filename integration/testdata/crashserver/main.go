@@ -13,6 +13,7 @@ import (
 	"os"
 	"time"
 
+	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
 
@@ -26,12 +27,13 @@ func main() {
 		Address:   os.Args[1],
 		Namespace: os.Args[2],
 		StateDir:  os.Args[3],
-		Languages: map[string]exec.Language{"python": {
+		Languages: []config.Language{{
+			Name:    "python",
 			Image:   os.Args[4],
 			Command: []string{"python3"},
 			File:    "main.py",
 			Pool:    1,
-			Limits: exec.Limits{
+			Limits: config.Limits{
 				MemoryBytes: 128 << 20, CPUs: 1, Pids: 64, TmpBytes: 1 << 20, ShmBytes: 1 << 20,
 				FileBytes: 1 << 20, OpenFiles: 64, Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute,
 				OutputBytes: 1024, CodeBytes: 1024, UID: 65534, GID: 65534,

@@ -1,0 +1,113 @@
+package config
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// Language is one language as the rest of the program reads it: how its
+// programs run, the MCP tool that offers it, and the limits every run of
+// it gets. Config.Language produces it from the file's tables; nothing
+// else translates them.
+type Language struct {
+	// Name is the language's key, such as "python".
+	Name string
+	// Image is the image reference in containerd's image store.
+	Image string
+	// Command is the interpreter's argv; the program's path is appended.
+	Command []string
+	// File is the program's file name in the sandbox, such as "main.py".
+	File string
+	// Env is added to the image's own environment, as KEY=value.
+	Env []string
+	// Runtime is the containerd runtime; empty means the daemon's default.
+	Runtime string
+	// Tool is the MCP tool's name.
+	Tool string
+	// Description tells a model what the language's sandbox offers; the
+	// MCP layer appends what the spec enforces.
+	Description string
+	// Pool is how many sandboxes are kept created, started ahead and
+	// waiting for a program, each used once; 0 creates every sandbox on
+	// demand.
+	Pool int
+	// Limits confine each run.
+	Limits Limits
+}
+
+// Limits confine one run.
+type Limits struct {
+	// MemoryBytes is the memory cgroup limit; swap on top of it is none.
+	MemoryBytes int64
+	// CPUs is the CFS quota in CPUs.
+	CPUs float64
+	// Pids is the pids cgroup limit.
+	Pids int64
+	// TmpBytes sizes the tmpfs at /tmp, ShmBytes the one at /dev/shm.
+	TmpBytes int64
+	ShmBytes int64
+	// FileBytes caps the size of any one file the program writes
+	// (RLIMIT_FSIZE).
+	FileBytes int64
+	// OpenFiles caps open file descriptors (RLIMIT_NOFILE).
+	OpenFiles uint64
+	// Timeout is the default wall-clock limit; MaxTimeout bounds what a
+	// request may ask for.
+	Timeout    time.Duration
+	MaxTimeout time.Duration
+	// OutputBytes is how much of each stream is kept: its head and its
+	// tail, half each.
+	OutputBytes int64
+	// CodeBytes is the largest program accepted.
+	CodeBytes int64
+	// UID and GID the program runs as.
+	UID, GID uint32
+}
+
+// Language returns the enabled language called name, with [limits] and its
+// own overrides applied; ok is false if there is no such enabled language.
+func (c *Config) Language(name string) (l Language, ok bool) {
+	t, ok := c.Languages[name]
+	if !ok || t.Disabled {
+		return Language{}, false
+	}
+	lim := c.limitsFor(name)
+	return Language{
+		Name:        name,
+		Image:       t.Image,
+		Command:     slices.Clone(t.Command),
+		File:        t.File,
+		Env:         slices.Clone(t.Env),
+		Runtime:     cmp.Or(t.Runtime, c.Containerd.Runtime),
+		Tool:        t.Tool,
+		Description: t.Description,
+		Pool:        t.Pool,
+		Limits: Limits{
+			MemoryBytes: int64(lim.Memory),
+			CPUs:        lim.CPUs,
+			Pids:        lim.Pids,
+			TmpBytes:    int64(lim.TmpSize),
+			ShmBytes:    int64(lim.ShmSize),
+			FileBytes:   int64(lim.FileSize),
+			OpenFiles:   lim.OpenFiles,
+			Timeout:     time.Duration(lim.Timeout),
+			MaxTimeout:  time.Duration(lim.MaxTimeout),
+			OutputBytes: int64(lim.OutputBytes),
+			CodeBytes:   int64(lim.CodeBytes),
+			UID:         lim.UID,
+			GID:         lim.GID,
+		},
+	}, true
+}
+
+// Enabled returns every enabled language, sorted by name.
+func (c *Config) Enabled() []Language {
+	names := c.Names()
+	out := make([]Language, 0, len(names))
+	for _, n := range names {
+		l, _ := c.Language(n)
+		out = append(out, l)
+	}
+	return out
+}
