@@ -1,0 +1,204 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"log/slog"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The kernel's process events connector (linux/cn_proc.h, connector.h).
+const (
+	cnIdxProc         = 1
+	cnValProc         = 1
+	procCnMcastListen = 1
+	procEventExit     = 0x80000000
+	nlmsgHdrLen       = 16
+	cnMsgLen          = 20
+	// exitEventOffset is where a proc_event's data starts in a
+	// message: after nlmsghdr, cn_msg, and what, cpu and timestamp_ns.
+	exitEventOffset = nlmsgHdrLen + cnMsgLen + 16
+)
+
+// exitInfoGrace bounds the wait for the kernel's word on how a process
+// ended, once containerd reported its exit: the kernel sends it first, at
+// the process's exit, but our reader may not have read it yet.
+const exitInfoGrace = 200 * time.Millisecond
+
+// exitWatch learns from the kernel's process events connector how the
+// processes it tracks ended: by a signal, or by exit with a status.
+// containerd's exit status cannot tell a program killed by signal N from
+// one that called exit(128+N); the kernel's wait status can. It needs
+// CAP_NET_ADMIN in the host's network namespace (the server runs as root
+// for containerd's socket anyway). Without it, or when the kernel dropped
+// events, it knows nothing of a process, and says so.
+type exitWatch struct {
+	f       *os.File // nil if the connector is not available
+	mu      sync.Mutex
+	tracked map[uint32]*exitInfo // by host pid
+	stopped chan struct{}
+}
+
+// exitInfo is how one tracked process ended; done is closed once status
+// is set, or once the watch knows it cannot tell.
+type exitInfo struct {
+	done   chan struct{}
+	known  bool
+	status syscall.WaitStatus
+}
+
+func watchExits(ctx context.Context, log *slog.Logger) *exitWatch {
+	w := &exitWatch{tracked: map[uint32]*exitInfo{}, stopped: make(chan struct{})}
+	f, err := listenProcEvents()
+	if err != nil {
+		log.Info("the kernel's process events are not available: a program's exit status of 129 to 192 is not told apart from a signal", "err", err)
+		close(w.stopped)
+		return w
+	}
+	w.f = f
+	go func() {
+		<-ctx.Done()
+		f.Close()
+	}()
+	go w.read(log)
+	return w
+}
+
+// listenProcEvents opens a netlink socket on the connector and asks for
+// the process events.
+func listenProcEvents() (*os.File, error) {
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, unix.NETLINK_CONNECTOR)
+	if err != nil {
+		return nil, err
+	}
+	// Room for bursts of exits on a busy host; as root the limit is ours
+	// to raise, elsewhere the default stays.
+	if unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 4<<20) != nil {
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	}
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Groups: cnIdxProc}); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	msg := make([]byte, nlmsgHdrLen+cnMsgLen+4)
+	le := binary.NativeEndian
+	le.PutUint32(msg[0:], uint32(len(msg)))
+	le.PutUint16(msg[4:], unix.NLMSG_DONE)
+	le.PutUint32(msg[12:], uint32(os.Getpid()))
+	le.PutUint32(msg[16:], cnIdxProc)
+	le.PutUint32(msg[20:], cnValProc)
+	le.PutUint16(msg[32:], 4)
+	le.PutUint32(msg[36:], procCnMcastListen)
+	if err := unix.Sendto(fd, msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), "netlink-proc-connector"), nil
+}
+
+func (w *exitWatch) read(log *slog.Logger) {
+	defer close(w.stopped)
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := w.f.Read(buf)
+		if errors.Is(err, unix.ENOBUFS) {
+			// Events were dropped: what is tracked may have ended
+			// unseen.
+			log.Debug("the kernel dropped process events")
+			w.forget()
+			continue
+		}
+		if err != nil {
+			w.forget()
+			return
+		}
+		w.parse(buf[:n])
+	}
+}
+
+// parse reads the exit events in one datagram.
+func (w *exitWatch) parse(b []byte) {
+	le := binary.NativeEndian
+	for len(b) >= nlmsgHdrLen {
+		l := int(le.Uint32(b))
+		if l < nlmsgHdrLen || l > len(b) {
+			return
+		}
+		m := b[:l]
+		b = b[(l+3)&^3:]
+		if len(m) < exitEventOffset+12 || le.Uint32(m[exitEventOffset-16:]) != procEventExit {
+			continue
+		}
+		pid, tgid := le.Uint32(m[exitEventOffset:]), le.Uint32(m[exitEventOffset+4:])
+		if pid != tgid {
+			continue // a thread, not the process
+		}
+		w.mu.Lock()
+		if info, ok := w.tracked[pid]; ok && !isClosed(info.done) {
+			info.known, info.status = true, syscall.WaitStatus(le.Uint32(m[exitEventOffset+8:]))
+			close(info.done)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// forget tells everything tracked that its end cannot be told.
+func (w *exitWatch) forget() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, info := range w.tracked {
+		if !isClosed(info.done) {
+			close(info.done)
+		}
+	}
+}
+
+// track starts listening for the exit of host process pid; call it while
+// the process still runs, and untrack once its result is read.
+func (w *exitWatch) track(pid uint32) *exitInfo {
+	info := &exitInfo{done: make(chan struct{})}
+	if w.f == nil {
+		close(info.done)
+		return info
+	}
+	w.mu.Lock()
+	w.tracked[pid] = info
+	w.mu.Unlock()
+	return info
+}
+
+func (w *exitWatch) untrack(pid uint32) {
+	w.mu.Lock()
+	delete(w.tracked, pid)
+	w.mu.Unlock()
+}
+
+func (w *exitWatch) wait() { <-w.stopped }
+
+// signal says, once the process's exit was reported with status code,
+// whether a signal killed it and which: known is false when the kernel's
+// word is missing, or does not match code.
+func (info *exitInfo) signal(code uint32) (sig syscall.Signal, known bool) {
+	t := time.NewTimer(exitInfoGrace)
+	defer t.Stop()
+	select {
+	case <-info.done:
+	case <-t.C:
+		return 0, false
+	}
+	switch st := info.status; {
+	case !info.known:
+		return 0, false
+	case st.Signaled() && code == 128+uint32(st.Signal()):
+		return st.Signal(), true
+	case st.Exited() && code == uint32(st.ExitStatus()):
+		return 0, true
+	}
+	return 0, false
+}
