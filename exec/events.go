@@ -16,17 +16,22 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// oomWatch follows containerd's /tasks/oom events for our namespace and
-// remembers which containers the memory cgroup killed in.
-type oomWatch struct {
-	mu      sync.Mutex
-	killed  map[string]chan struct{} // by container id; closed on an OOM kill
-	stopped chan struct{}
+// eventWatch follows containerd's events for our namespace: it remembers
+// which containers the memory cgroup killed in (/tasks/oom), and tells
+// imageChanged the name of every image created, updated or deleted
+// (/images/...).
+type eventWatch struct {
+	mu           sync.Mutex
+	killed       map[string]chan struct{} // by container id; closed on an OOM kill
+	imageChanged func(name string)
+	stopped      chan struct{}
 }
 
-func watchOOM(ctx context.Context, c *containerd.Client, namespace string, log *slog.Logger) *oomWatch {
-	w := &oomWatch{killed: map[string]chan struct{}{}, stopped: make(chan struct{})}
-	filters := []string{`topic=="/tasks/oom"`, `namespace==` + strconv.Quote(namespace)}
+func watchEvents(ctx context.Context, c *containerd.Client, namespace string, log *slog.Logger, imageChanged func(name string)) *eventWatch {
+	w := &eventWatch{killed: map[string]chan struct{}{}, imageChanged: imageChanged, stopped: make(chan struct{})}
+	// Each filter is an alternative; within one, the conditions all hold.
+	ns := `namespace==` + strconv.Quote(namespace)
+	filters := []string{`topic=="/tasks/oom",` + ns, `topic~="^/images/",` + ns}
 	// The first subscription is made before New returns, so that no run
 	// can start before it.
 	sub, cancel := context.WithCancel(ctx)
@@ -49,7 +54,7 @@ func watchOOM(ctx context.Context, c *containerd.Client, namespace string, log *
 }
 
 // follow reads one subscription until it ends.
-func (w *oomWatch) follow(evs <-chan *events.Envelope, errs <-chan error, log *slog.Logger) {
+func (w *eventWatch) follow(evs <-chan *events.Envelope, errs <-chan error, log *slog.Logger) {
 	for {
 		select {
 		case env, ok := <-evs:
@@ -60,8 +65,15 @@ func (w *oomWatch) follow(evs <-chan *events.Envelope, errs <-chan error, log *s
 			if err != nil {
 				continue
 			}
-			if e, ok := v.(*apievents.TaskOOM); ok {
+			switch e := v.(type) {
+			case *apievents.TaskOOM:
 				w.saw(e.ContainerID)
+			case *apievents.ImageCreate:
+				w.imageChanged(e.Name)
+			case *apievents.ImageUpdate:
+				w.imageChanged(e.Name)
+			case *apievents.ImageDelete:
+				w.imageChanged(e.Name)
 			}
 		case err := <-errs:
 			if err != nil && !errors.Is(err, context.Canceled) && status.Code(err) != codes.Canceled {
@@ -73,7 +85,7 @@ func (w *oomWatch) follow(evs <-chan *events.Envelope, errs <-chan error, log *s
 }
 
 // saw records an OOM kill in container id, if a run is listening for it.
-func (w *oomWatch) saw(id string) {
+func (w *eventWatch) saw(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ch, ok := w.killed[id]; ok && !isClosed(ch) {
@@ -83,7 +95,7 @@ func (w *oomWatch) saw(id string) {
 
 // track listens for OOM kills in container id until done is called; ch is
 // closed when one is seen. Call it before the task starts.
-func (w *oomWatch) track(id string) (ch <-chan struct{}, done func()) {
+func (w *eventWatch) track(id string) (ch <-chan struct{}, done func()) {
 	c := make(chan struct{})
 	w.mu.Lock()
 	w.killed[id] = c
@@ -95,7 +107,7 @@ func (w *oomWatch) track(id string) (ch <-chan struct{}, done func()) {
 	}
 }
 
-func (w *oomWatch) wait() { <-w.stopped }
+func (w *eventWatch) wait() { <-w.stopped }
 
 func isClosed(ch <-chan struct{}) bool {
 	select {

@@ -1,10 +1,13 @@
 // Package exec runs programs in fresh, locked-down containerd containers:
 // one brand-new container per run, deleted with its snapshot afterwards.
 //
-// It owns the run lifecycle on containerd (image lookup and unpack,
-// container and snapshot, task with captured I/O, deadline, kill, cleanup,
-// the sweep of what a crashed server left behind, and the bound on
-// concurrent runs). It knows containerd, not MCP and not configuration files.
+// It owns the run lifecycle on containerd: each language's readiness (its
+// image looked up, pulled, unpacked and cached until it changes, and its
+// pool of ready sandboxes), the container and snapshot, the task with
+// captured I/O, the deadline, kill and cleanup, the sweep of what a crashed
+// server left behind, and the bound on concurrent runs. Every call to
+// containerd is bounded in time. It reads languages in config's model but
+// knows no configuration file, and nothing of MCP.
 package exec
 
 import (
@@ -58,21 +61,20 @@ type Executor struct {
 	hard        map[string]uint64 // the server's own hard rlimits
 
 	// closing is cancelled by Close; every run derives from it too.
-	closing  context.Context
-	close    context.CancelFunc
-	runs     sync.WaitGroup // runs in flight
-	cleanups sync.WaitGroup // sandboxes being destroyed
+	closing   context.Context
+	close     context.CancelFunc
+	runs      sync.WaitGroup // runs in flight
+	cleanups  sync.WaitGroup // sandboxes being destroyed
+	preparing sync.WaitGroup // images being pulled or unpacked
 
-	pools map[string]*pool // by language name; never nil for a language
+	langs map[string]*language // by name
 
 	closeOnce sync.Once
 	closeErr  error
 	closeMu   sync.RWMutex // orders enter's check against Close
 
-	oom *oomWatch
-
-	mu       sync.Mutex
-	prepared map[string]*preparedImage // by language name
+	events *eventWatch
+	exits  *exitWatch
 }
 
 // New connects to containerd and returns an Executor. Call Prepare before
@@ -126,32 +128,58 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		hard:        hardLimits(),
 		closing:     closing,
 		close:       cancel,
-		prepared:    map[string]*preparedImage{},
-		pools:       map[string]*pool{},
+		langs:       map[string]*language{},
 	}
 	for _, l := range cfg.Languages {
-		e.pools[l.Name] = newPool(e, l)
+		if _, dup := e.langs[l.Name]; dup {
+			c.Close()
+			cancel()
+			return nil, fmt.Errorf("language %q is configured twice: %w", l.Name, errdefs.ErrInvalidArgument)
+		}
+		e.langs[l.Name] = newLanguage(e, l)
 	}
-	e.oom = watchOOM(closing, c, cfg.Namespace, log)
+	e.events = watchEvents(closing, c, cfg.Namespace, log, e.imageChanged)
+	e.exits = watchExits(closing, log)
 	return e, nil
 }
 
-// Prepare sweeps what crashed servers left behind, makes sure every
-// language's image is present and unpacked, so that no run pays for it, and
-// starts filling each language's pool of ready sandboxes.
-func (e *Executor) Prepare(ctx context.Context) error {
-	if _, err := e.Sweep(ctx); err != nil {
-		return err
-	}
-	var errs []error
-	for _, l := range e.cfg.Languages {
-		img, err := e.image(ctx, l)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+// imageChanged invalidates the prepared image of every language that runs
+// the image called name.
+func (e *Executor) imageChanged(name string) {
+	for _, l := range e.langs {
+		if l.cfg.Image == name {
+			l.invalidate()
 		}
-		e.pools[l.Name].run(img)
 	}
+}
+
+// Prepare sweeps what crashed servers left behind, and makes every
+// language ready: its image present and unpacked, so that no run pays for
+// it, and its pool of ready sandboxes filling. The languages are prepared
+// side by side. It returns every problem it met; a language that failed is
+// prepared again by its next run, and its pool starts then.
+func (e *Executor) Prepare(ctx context.Context) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	add := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for _, l := range e.langs {
+		wg.Go(func() {
+			if _, err := l.ready(ctx); err != nil {
+				add(err)
+			}
+		})
+	}
+	if _, err := e.Sweep(ctx); err != nil {
+		add(fmt.Errorf("sweep: %w", err))
+	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -168,11 +196,13 @@ func (e *Executor) shutdown() error {
 	e.close()
 	e.closeMu.Unlock()
 	e.runs.Wait()
-	for _, p := range e.pools {
-		p.wait()
+	for _, l := range e.langs {
+		l.pool.wait()
 	}
+	e.preparing.Wait()
 	e.cleanups.Wait()
-	e.oom.wait()
+	e.events.wait()
+	e.exits.wait()
 	return e.client.Close()
 }
 
@@ -197,6 +227,8 @@ func validate(l config.Language) error {
 		return fmt.Errorf("language %q would run as root (uid %d, gid %d): %w", name, l.Limits.UID, l.Limits.GID, errdefs.ErrInvalidArgument)
 	case l.Limits.Timeout <= 0 || l.Limits.MaxTimeout < l.Limits.Timeout:
 		return fmt.Errorf("language %q: timeout %s must be positive and at most max timeout %s: %w", name, l.Limits.Timeout, l.Limits.MaxTimeout, errdefs.ErrInvalidArgument)
+	case l.Pool < 0:
+		return fmt.Errorf("language %q: pool %d is negative: %w", name, l.Pool, errdefs.ErrInvalidArgument)
 	case l.Limits.OutputBytes <= 0 || l.Limits.CodeBytes <= 0:
 		return fmt.Errorf("language %q: output and code caps must be positive: %w", name, errdefs.ErrInvalidArgument)
 	}

@@ -8,13 +8,12 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 
-	"code-sandbox-mcp/config"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
 // poolMaxAge is how long a ready sandbox may wait for a program. Older ones
-// are replaced, so that their deadline label, which covers this age plus
-// the longest run, stays true.
+// are replaced, and never taken, so that their deadline label, which
+// covers this age plus the longest run, stays true.
 const poolMaxAge = 10 * time.Minute
 
 // pool keeps sandboxes of one language created, started ahead and waiting,
@@ -22,32 +21,33 @@ const poolMaxAge = 10 * time.Minute
 // the waiting stub (see oci.StubScript). Each sandbox is used once. A pool
 // of size 0 keeps nothing: every run creates its own sandbox.
 //
-// Where the image cannot run the stub (no /bin/sh, or bash as /bin/sh),
-// the pool falls back, for good, to sandboxes created and not started,
-// and a run then pays for Start too.
+// A sandbox whose stub cannot be created is created without it, and not
+// started, that once. Where a stub ran and exited before its program (the
+// image's /bin/sh is bash, or exits at once), the pool falls back for
+// good to sandboxes created and not started, and a run then pays for Start
+// too.
 //
 // Ready sandboxes hold no concurrency slot: a slot bounds programs that
 // run, and a waiting stub uses no CPU. Refilling is one sandbox at a time
 // per language, in the background.
 type pool struct {
-	e    *Executor
-	lang config.Language
+	l    *language
 	size int
 
-	ready   chan *sandbox
-	wake    chan struct{}
-	ahead   atomic.Bool // start sandboxes ahead, on the stub
-	start   sync.Once
-	started bool          // set inside start
-	done    chan struct{} // closed when the filler has stopped
+	ready    chan *sandbox
+	wake     chan struct{}
+	ahead    atomic.Bool // start sandboxes ahead, on the stub
+	fellBack atomic.Bool // a stub could not be created, once at least
+	once     sync.Once
+	started  atomic.Bool
+	done     chan struct{} // closed when the filler has stopped
 }
 
-func newPool(e *Executor, lang config.Language) *pool {
+func newPool(l *language) *pool {
 	p := &pool{
-		e:     e,
-		lang:  lang,
-		size:  lang.Pool,
-		ready: make(chan *sandbox, max(lang.Pool, 0)),
+		l:     l,
+		size:  max(l.cfg.Pool, 0),
+		ready: make(chan *sandbox, max(l.cfg.Pool, 0)),
 		wake:  make(chan struct{}, 1),
 		done:  make(chan struct{}),
 	}
@@ -55,28 +55,37 @@ func newPool(e *Executor, lang config.Language) *pool {
 	return p
 }
 
-// take returns a ready sandbox, or nil if there is none. A sandbox whose
-// stub exited before its program is destroyed instead, and the pool stops
-// starting sandboxes ahead. take does not wake
-// the filler: the caller calls refill once its program is done, so that
-// creating the next sandbox, which costs far more CPU than a short
-// program, does not compete with the program it would slow down.
+// take returns a ready sandbox, or nil if there is none. Sandboxes that
+// may not be used are destroyed on the way: one whose stub exited before
+// its program (the pool then stops starting sandboxes ahead), one older
+// than poolMaxAge, and one made from an image that has since changed.
+//
+// take does not wake the filler: the caller calls refill once its program
+// is done, so that creating the next sandbox, which costs far more CPU
+// than a short program, does not compete with the program it would slow
+// down.
 func (p *pool) take() *sandbox {
-	if p == nil || p.size <= 0 {
+	if p.size == 0 {
 		return nil
 	}
-	var s *sandbox
-	select {
-	case s = <-p.ready:
-	default:
-		return nil
+	for {
+		var s *sandbox
+		select {
+		case s = <-p.ready:
+		default:
+			return nil
+		}
+		if st, exited := s.stubExited(); exited {
+			p.stubFailed(st)
+			p.l.e.retire(s)
+			continue
+		}
+		if time.Since(s.created) > poolMaxAge || s.img != p.l.current() {
+			p.l.e.retire(s)
+			continue
+		}
+		return s
 	}
-	if st, exited := s.stubExited(); exited {
-		p.stubFailed(st)
-		p.e.retire(s)
-		return nil
-	}
-	return s
 }
 
 // stubFailed stops starting sandboxes ahead, after a stub exited early with
@@ -90,69 +99,57 @@ func (p *pool) stubFailed(st containerd.ExitStatus) {
 	if code == sandboxoci.StubRefused {
 		why = "the image's /bin/sh is bash, which changes the environment it passes on"
 	}
-	p.e.log.Info("ready sandboxes will be created without being started: "+why, "language", p.lang.Name, "exit_status", code)
+	p.l.e.log.Info("ready sandboxes will be created without being started: "+why, "language", p.l.cfg.Name, "exit_status", code)
 }
 
 // refill wakes the filler.
 func (p *pool) refill() {
-	if p == nil || p.size <= 0 {
+	if p.size == 0 {
 		return
 	}
-	p.poke()
-}
-
-func (p *pool) poke() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
 	}
 }
 
-// run starts the pool's filler once; it stops when the executor closes,
-// destroying what it kept.
-func (p *pool) run(img *preparedImage) {
-	p.start.Do(func() {
-		if p.size > 0 {
-			p.started = true
-			go p.fill(img)
-		}
+// start starts the pool's filler, once; it stops when the executor
+// closes, destroying what it kept.
+func (p *pool) start() {
+	if p.size == 0 {
+		return
+	}
+	p.once.Do(func() {
+		p.started.Store(true)
+		go p.fill()
 	})
 }
 
 // wait waits for the filler to stop, once the executor is closing. A pool
 // not started by then never starts.
 func (p *pool) wait() {
-	p.start.Do(func() {})
-	if p.started {
+	p.once.Do(func() {})
+	if p.started.Load() {
 		<-p.done
 	}
 }
 
-func (p *pool) fill(img *preparedImage) {
+func (p *pool) fill() {
 	defer close(p.done)
-	ctx := p.e.closing
+	e := p.l.e
+	ctx := e.closing
 	backoff := time.Second
 	tick := time.NewTicker(poolMaxAge / 4)
 	defer tick.Stop()
 	for {
 		p.expire()
 		for len(p.ready) < p.size && ctx.Err() == nil {
-			deadline := time.Now().Add(poolMaxAge + p.lang.Limits.MaxTimeout + cleanupGrace)
-			s, err := p.e.newSandbox(ctx, p.lang, img, deadline, p.ahead.Load())
-			if err != nil && p.ahead.Load() && ctx.Err() == nil {
-				// Perhaps the image has no /bin/sh: try without it.
-				var err2 error
-				if s, err2 = p.e.newSandbox(ctx, p.lang, img, deadline, false); err2 == nil {
-					p.ahead.Store(false)
-					p.e.log.Info("ready sandboxes will be created without being started: the waiting /bin/sh cannot start", "language", p.lang.Name, "err", err)
-					err = nil
-				}
-			}
+			s, err := p.create(ctx)
 			if err != nil {
 				if ctx.Err() != nil {
 					break
 				}
-				p.e.log.Warn("cannot fill the sandbox pool; retrying", "language", p.lang.Name, "err", err, "in", backoff)
+				e.log.Warn("cannot fill the sandbox pool; retrying", "language", p.l.cfg.Name, "err", err, "in", backoff)
 				select {
 				case <-ctx.Done():
 				case <-time.After(backoff):
@@ -173,13 +170,39 @@ func (p *pool) fill(img *preparedImage) {
 	}
 }
 
-// expire replaces ready sandboxes that waited longer than poolMaxAge.
+// create makes one ready sandbox from the image as it is now: started
+// ahead if the pool does so, and else, or if that fails, created and not
+// started.
+func (p *pool) create(ctx context.Context) (*sandbox, error) {
+	e := p.l.e
+	img, err := p.l.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.MaxTimeout + cleanupGrace)
+	if p.ahead.Load() {
+		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, true)
+		if err == nil || ctx.Err() != nil {
+			return s, err
+		}
+		// Perhaps the image has no /bin/sh, perhaps the daemon was slow:
+		// this sandbox goes without the stub; the next tries it again.
+		e.log.Debug("a ready sandbox cannot start ahead; created without it", "language", p.l.cfg.Name, "err", err)
+		if p.fellBack.CompareAndSwap(false, true) {
+			e.log.Info("ready sandboxes will be created without being started while the waiting /bin/sh cannot start", "language", p.l.cfg.Name, "err", err)
+		}
+	}
+	return e.newSandbox(ctx, p.l.cfg, img, deadline, false)
+}
+
+// expire replaces ready sandboxes that may no longer be used: older than
+// poolMaxAge, or made from an image that has since changed.
 func (p *pool) expire() {
 	for range len(p.ready) {
 		select {
 		case s := <-p.ready:
-			if time.Since(s.created) > poolMaxAge {
-				p.e.retire(s)
+			if time.Since(s.created) > poolMaxAge || s.img != p.l.current() {
+				p.l.e.retire(s)
 				continue
 			}
 			p.ready <- s

@@ -10,6 +10,7 @@ import (
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/errdefs"
+	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"code-sandbox-mcp/config"
@@ -19,10 +20,12 @@ import (
 const prepareTimeout = 15 * time.Minute
 
 // preparedImage is a language's image, present and unpacked, with the
-// environment its config declares.
+// environment its config declares and the digest its name pointed at when
+// it was prepared.
 type preparedImage struct {
-	image containerd.Image
-	env   []string
+	image  containerd.Image
+	target digest.Digest
+	env    []string
 }
 
 // resolveSnapshotter picks the snapshotter the daemon uses for our
@@ -31,6 +34,8 @@ func resolveSnapshotter(ctx context.Context, c *containerd.Client, name string) 
 	if name != "" {
 		return name, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	label, err := c.GetLabel(ctx, defaults.DefaultSnapshotterNSLabel)
 	if err != nil {
 		return "", fmt.Errorf("read namespace labels: %w", err)
@@ -41,54 +46,62 @@ func resolveSnapshotter(ctx context.Context, c *containerd.Client, name string) 
 	return defaults.DefaultSnapshotter, nil
 }
 
-// image returns the prepared image of a language, looking it up, pulling
-// it if allowed and unpacking it the first time.
-//
-// A pull or unpack, once begun, is not interrupted by ctx: containerd's
-// unpacker cleans up on the context it was given, and a cancelled one leaves
-// its extraction snapshot behind. It runs detached, bounded by
-// prepareTimeout.
-func (e *Executor) image(ctx context.Context, l config.Language) (*preparedImage, error) {
-	language := l.Name
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p, ok := e.prepared[language]; ok {
-		return p, nil
+// ImportHint is the one thing to do about an image missing from
+// namespace: the command that imports an archive into it.
+func ImportHint(namespace string) string {
+	return fmt.Sprintf("import it with `code-sandbox-mcp --namespace %s images import FILE` (`make images` builds the default images and imports them into the default namespace)", namespace)
+}
+
+// missingImage is the error of an image that is not in the store: pulling
+// is not allowed, or the registry does not have it either (pullErr).
+func (e *Executor) missingImage(l config.Language, pullErr error) error {
+	if pullErr != nil {
+		return fmt.Errorf("image %s for %s is not in containerd namespace %q, and its registry does not have it either (%v): %w; %s",
+			l.Image, l.Name, e.cfg.Namespace, pullErr, errdefs.ErrNotFound, ImportHint(e.cfg.Namespace))
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), prepareTimeout)
-	defer cancel()
+	return fmt.Errorf("image %s for %s is not in containerd namespace %q, and pulling is off: %w; %s",
+		l.Image, l.Name, e.cfg.Namespace, errdefs.ErrNotFound, ImportHint(e.cfg.Namespace))
+}
+
+// prepareImage looks the image of l up, pulls it if it is missing and
+// pulling is allowed, unpacks it if needed and reads its environment.
+// pulled says whether a pull was tried.
+func (e *Executor) prepareImage(ctx context.Context, l config.Language) (_ *preparedImage, pulled bool, _ error) {
 	img, err := e.client.GetImage(ctx, l.Image)
 	switch {
 	case errdefs.IsNotFound(err) && e.cfg.Pull:
+		pulled = true
 		e.log.Info("pulling image", "image", l.Image)
 		img, err = e.client.Pull(ctx, l.Image, containerd.WithPullUnpack, containerd.WithPullSnapshotter(e.snapshotter))
-		if err != nil {
-			return nil, fmt.Errorf("image %s for %s is not in containerd namespace %q and pulling it failed: %v: %w; import it with `code-sandbox-mcp images import FILE` (`make images` builds the default ones)",
-				l.Image, language, e.cfg.Namespace, err, errdefs.ErrNotFound)
+		switch {
+		case errdefs.IsNotFound(err):
+			return nil, pulled, e.missingImage(l, err)
+		case err != nil:
+			// TLS, credentials, the network: the registry is not
+			// usable from here. Say so rather than "not found".
+			return nil, pulled, fmt.Errorf("image %s for %s is not in containerd namespace %q, and pulling it failed: %v: %w; fix access to its registry (address, TLS, credentials), or %s",
+				l.Image, l.Name, e.cfg.Namespace, err, errdefs.ErrFailedPrecondition, ImportHint(e.cfg.Namespace))
 		}
 	case errdefs.IsNotFound(err):
-		return nil, fmt.Errorf("image %s for %s is not in containerd namespace %q: %w; import it with `code-sandbox-mcp --namespace %s images import FILE` (`make setup` builds and imports the default ones), or allow pulling",
-			l.Image, language, e.cfg.Namespace, errdefs.ErrNotFound, e.cfg.Namespace)
+		return nil, pulled, e.missingImage(l, nil)
 	case err != nil:
-		return nil, fmt.Errorf("look up image %s: %w", l.Image, err)
+		return nil, pulled, fmt.Errorf("look up image %s: %w", l.Image, err)
 	}
 	unpacked, err := img.IsUnpacked(ctx, e.snapshotter)
 	if err != nil {
-		return nil, fmt.Errorf("check image %s is unpacked: %w", l.Image, err)
+		return nil, pulled, fmt.Errorf("check image %s is unpacked: %w", l.Image, err)
 	}
 	if !unpacked {
 		e.log.Info("unpacking image", "image", l.Image, "snapshotter", e.snapshotter)
 		if err := img.Unpack(ctx, e.snapshotter); err != nil {
-			return nil, fmt.Errorf("unpack image %s with snapshotter %s: %w", l.Image, e.snapshotter, err)
+			return nil, pulled, fmt.Errorf("unpack image %s with snapshotter %s: %w", l.Image, e.snapshotter, err)
 		}
 	}
 	env, err := imageEnv(ctx, img)
 	if err != nil {
-		return nil, err
+		return nil, pulled, err
 	}
-	p := &preparedImage{image: img, env: env}
-	e.prepared[language] = p
-	return p, nil
+	return &preparedImage{image: img, target: img.Target().Digest, env: env}, pulled, nil
 }
 
 // imageEnv reads the environment an image's config declares.

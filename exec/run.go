@@ -6,12 +6,9 @@ import (
 	"encoding/hex"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/containerd/errdefs"
-
-	"code-sandbox-mcp/config"
 )
 
 // idPrefix starts the id of every container, snapshot and run directory we
@@ -59,17 +56,16 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
 	}
 
-	pool := e.pools[lang.Name]
 	// Refill after the program, not before it: see pool.take.
-	defer pool.refill()
-	s := pool.take()
+	defer lang.pool.refill()
+	s := lang.pool.take()
 	if s == nil {
-		img, err := e.image(ctx, lang)
+		img, err := lang.ready(ctx)
 		if err != nil {
 			return nil, err
 		}
 		// Started ahead would only add the stub's exec to the run.
-		if s, err = e.newSandbox(ctx, lang, img, time.Now().Add(timeout+cleanupGrace), false); err != nil {
+		if s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), false); err != nil {
 			return nil, err
 		}
 	}
@@ -99,21 +95,21 @@ func (e *Executor) retire(s *sandbox) {
 }
 
 // check validates a request against its language.
-func (e *Executor) check(req Request) (config.Language, time.Duration, error) {
-	i := slices.IndexFunc(e.cfg.Languages, func(l config.Language) bool { return l.Name == req.Language })
-	if i < 0 {
-		return config.Language{}, 0, fmt.Errorf("unknown language %q: %w", req.Language, errdefs.ErrInvalidArgument)
+func (e *Executor) check(req Request) (*language, time.Duration, error) {
+	lang, ok := e.langs[req.Language]
+	if !ok {
+		return nil, 0, fmt.Errorf("unknown language %q: %w", req.Language, errdefs.ErrInvalidArgument)
 	}
-	lang := e.cfg.Languages[i]
-	if int64(len(req.Code)) > lang.Limits.CodeBytes {
-		return lang, 0, fmt.Errorf("program is %d bytes, over the limit of %d bytes: %w", len(req.Code), lang.Limits.CodeBytes, errdefs.ErrInvalidArgument)
+	lim := lang.cfg.Limits
+	if int64(len(req.Code)) > lim.CodeBytes {
+		return nil, 0, fmt.Errorf("program is %d bytes, over the limit of %d bytes: %w", len(req.Code), lim.CodeBytes, errdefs.ErrInvalidArgument)
 	}
-	timeout := lang.Limits.Timeout
+	timeout := lim.Timeout
 	switch {
 	case req.Timeout < 0:
-		return lang, 0, fmt.Errorf("timeout %s is negative: %w", req.Timeout, errdefs.ErrInvalidArgument)
-	case req.Timeout > lang.Limits.MaxTimeout:
-		return lang, 0, fmt.Errorf("timeout %s is over the maximum of %s: %w", req.Timeout, lang.Limits.MaxTimeout, errdefs.ErrInvalidArgument)
+		return nil, 0, fmt.Errorf("timeout %s is negative: %w", req.Timeout, errdefs.ErrInvalidArgument)
+	case req.Timeout > lim.MaxTimeout:
+		return nil, 0, fmt.Errorf("timeout %s is over the maximum of %s: %w", req.Timeout, lim.MaxTimeout, errdefs.ErrInvalidArgument)
 	case req.Timeout > 0:
 		timeout = req.Timeout
 	}

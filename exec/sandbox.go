@@ -27,6 +27,7 @@ import (
 type sandbox struct {
 	e       *Executor
 	lang    config.Language
+	img     *preparedImage
 	id      string
 	dir     string // host directory: the program (code/) and the FIFOs
 	created time.Time
@@ -38,6 +39,7 @@ type sandbox struct {
 	stderr    *capture
 	oom       <-chan struct{}
 	stopOOM   func()
+	exit      *exitInfo // how the kernel says its process ended
 
 	// start is the stub's standard input when the task was started ahead;
 	// nil when Start runs the program.
@@ -60,6 +62,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	s := &sandbox{
 		e:       e,
 		lang:    lang,
+		img:     img,
 		id:      newID(),
 		created: time.Now(),
 		stdout:  newCapture(int(lang.Limits.OutputBytes)),
@@ -70,13 +73,14 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 			s.destroy(ctx)
 		}
 	}()
-	if err := s.makeDir(); err != nil {
+	labels := s.labels(deadline)
+	if err := s.makeDir(labels); err != nil {
 		return nil, err
 	}
-	if err := s.createContainer(ctx, img, deadline, ahead); err != nil {
+	if err := s.createContainer(ctx, img, labels, ahead); err != nil {
 		return nil, err
 	}
-	s.oom, s.stopOOM = e.oom.track(s.id)
+	s.oom, s.stopOOM = e.events.track(s.id)
 	var stdin io.Reader // none: /dev/null
 	if s.start != nil {
 		stdin = s.start
@@ -88,6 +92,9 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	if err != nil {
 		return nil, fmt.Errorf("create task for %s: %w", lang.Image, err)
 	}
+	// The task's process is the program's, from the stub or runc's init
+	// to the interpreter: the same pid.
+	s.exit = e.exits.track(s.task.Pid())
 	// The exit channel must outlive this function's context.
 	if s.exited, err = s.task.Wait(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("wait for task: %w", err)
@@ -104,11 +111,27 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	return s, nil
 }
 
-// makeDir creates the sandbox's host directory. Its code/ subdirectory is
-// what the sandbox sees, read-only, at oci.CodeDir.
-func (s *sandbox) makeDir() error {
+// labels are the container's and its snapshot's labels, which say who
+// owns them until deadline.
+func (s *sandbox) labels(deadline time.Time) map[string]string {
+	return map[string]string{
+		LabelInstance: s.e.owner.instance,
+		labelOwner:    s.e.owner.label(),
+		LabelRun:      s.id,
+		LabelLanguage: s.lang.Name,
+		LabelDeadline: deadline.UTC().Format(time.RFC3339),
+	}
+}
+
+// makeDir creates the sandbox's host directory, with the owner's labels in
+// its ownerFile (a sweep proves ownership from it before deleting). Its
+// code/ subdirectory is what the sandbox sees, read-only, at oci.CodeDir.
+func (s *sandbox) makeDir(labels map[string]string) error {
 	s.dir = filepath.Join(s.e.cfg.StateDir, s.id)
 	if err := os.Mkdir(s.dir, 0o700); err != nil {
+		return fmt.Errorf("create run directory: %w", err)
+	}
+	if err := writeOwner(s.dir, labels); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
 	code := filepath.Join(s.dir, "code")
@@ -122,7 +145,7 @@ func (s *sandbox) makeDir() error {
 
 // createContainer makes the container: a new snapshot of the image and a
 // spec built by package oci.
-func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadline time.Time, ahead bool) error {
+func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, labels map[string]string, ahead bool) error {
 	e := s.e
 	policy := sandboxoci.NewPolicy(s.lang)
 	policy.Env = sandboxoci.Env(img.env, s.lang.Env, e.cfg.PassEnv)
@@ -134,14 +157,8 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, deadl
 	}
 	specOpts, err := sandboxoci.SpecOpts(policy)
 	if err != nil {
-		return err
-	}
-	labels := map[string]string{
-		LabelInstance: e.owner.instance,
-		labelOwner:    e.owner.label(),
-		LabelRun:      s.id,
-		LabelLanguage: s.lang.Name,
-		LabelDeadline: deadline.UTC().Format(time.RFC3339),
+		// The configuration let through what the spec refuses.
+		return fmt.Errorf("the sandbox policy of %s is refused: %v: %w", s.lang.Name, err, errdefs.ErrFailedPrecondition)
 	}
 	opts := []containerd.NewContainerOpts{
 		containerd.WithContainerLabels(labels),
@@ -179,7 +196,7 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 	start := time.Now()
 	if s.start != nil {
 		s.start.send()
-	} else if err := s.task.Start(ctx); err != nil {
+	} else if err := s.startTask(ctx); err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", s.lang.Command[0], s.lang.Image, err)
 	}
 	started := time.Now()
@@ -197,7 +214,7 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 		}
 	case <-ctx.Done():
 		// The caller gave up: kill now; destroy deletes the rest.
-		s.kill(context.WithoutCancel(ctx))
+		s.kill(ctx)
 		return nil, fmt.Errorf("run cancelled: %w", context.Cause(ctx))
 	}
 	res.Duration = time.Since(start)
@@ -210,27 +227,48 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 		return nil, fmt.Errorf("read exit status: %w", err)
 	}
 	res.ExitCode = int(code)
-	if code > 128 && code <= 128+64 {
-		sig := syscall.Signal(code - 128)
-		res.Signal = signalName(sig)
-		if sig == syscall.SIGKILL && !res.TimedOut {
-			// Only the kernel's OOM killer sends a SIGKILL that we did
-			// not; its event may trail the exit a little.
+	s.explain(res, code)
+	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
+	res.Stderr, res.StderrDropped = s.stderr.Bytes()
+	return res, nil
+}
+
+// explain sets what killed a run that ended with status code, from what
+// is known for sure: our own kill at the timeout, the kernel's word on how
+// the process ended, and the memory cgroup's OOM event. A status of 128+N
+// is a program's own exit status unless one of them says a signal ended
+// it.
+func (s *sandbox) explain(res *Result, code uint32) {
+	if res.TimedOut {
+		res.Signal = signalName(syscall.SIGKILL)
+	} else if code > 128 {
+		sig, known := s.exit.signal(code)
+		if sig != 0 {
+			res.Signal = signalName(sig)
+		}
+		// Only the kernel's OOM killer sends a SIGKILL that we did not;
+		// its event may trail the exit a little. Where the kernel's word
+		// is missing, 137 is waited on too.
+		if sig == syscall.SIGKILL || (!known && code == 128+uint32(syscall.SIGKILL)) {
 			t := time.NewTimer(oomGrace)
 			select {
 			case <-s.oom:
-				res.OOMKilled = true
 			case <-t.C:
 			}
 			t.Stop()
 		}
 	}
-	if !res.OOMKilled && isClosed(s.oom) {
+	if isClosed(s.oom) {
 		res.OOMKilled = true
+		res.Signal = signalName(syscall.SIGKILL)
 	}
-	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
-	res.Stderr, res.StderrDropped = s.stderr.Bytes()
-	return res, nil
+}
+
+// startTask starts a task created and not started, boundedly.
+func (s *sandbox) startTask(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return s.task.Start(ctx)
 }
 
 // stubExited reports, for a sandbox started ahead, whether its stub
@@ -248,9 +286,13 @@ func (s *sandbox) stubExited() (containerd.ExitStatus, bool) {
 }
 
 // kill kills every process of the task and waits for it to be reported
-// gone.
+// gone. It runs on ctx's values, not its cancellation (the caller may have
+// given up), bounded by callTimeout and exitTimeout.
 func (s *sandbox) kill(ctx context.Context) (containerd.ExitStatus, error) {
-	if err := s.task.Kill(ctx, syscall.SIGKILL, containerd.WithKillAll); err != nil && !errdefs.IsNotFound(err) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	err := s.task.Kill(kctx, syscall.SIGKILL, containerd.WithKillAll)
+	cancel()
+	if err != nil && !errdefs.IsNotFound(err) {
 		s.e.log.Warn("kill sandbox", "run", s.id, "err", err)
 	}
 	t := time.NewTimer(exitTimeout)
@@ -310,6 +352,9 @@ func (s *sandbox) destroy(ctx context.Context) {
 	}
 	if s.stopOOM != nil {
 		s.stopOOM()
+	}
+	if s.exit != nil {
+		s.e.exits.untrack(s.task.Pid())
 	}
 	if s.dir != "" {
 		if err := os.RemoveAll(s.dir); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -33,6 +34,9 @@ const (
 	// labelOwner identifies the owning process: "boot-id/pid-ns/pid/start".
 	labelOwner = labelPrefix + "owner"
 )
+
+// sweepTimeout bounds one sweep.
+const sweepTimeout = 2 * time.Minute
 
 // cleanupGrace is added to a run's timeout to give its deadline: the time
 // a live server needs at most to kill, collect and delete.
@@ -123,6 +127,8 @@ func orphaned(labels map[string]string, me owner, now time.Time) bool {
 // directories. Live runs, ours or another server's, are left alone. It
 // returns how many containers it reaped.
 func (e *Executor) Sweep(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
+	defer cancel()
 	now := time.Now()
 	cs, err := e.client.Containers(ctx, fmt.Sprintf("labels.%q", LabelInstance))
 	if err != nil {
@@ -178,8 +184,25 @@ func (e *Executor) sweepSnapshots(ctx context.Context, now time.Time) error {
 	return errors.Join(errs...)
 }
 
-// sweepDirs removes program directories that have no container and are
-// older than any run could be while being set up.
+// ownerFile, in a run directory, holds the labels of the run's container
+// as JSON: the proof of who owns the directory. The state directory may be
+// shared by servers of other namespaces or daemons, whose containers a
+// sweep cannot see.
+const ownerFile = "owner.json"
+
+func writeOwner(dir string, labels map[string]string) error {
+	b, err := json.Marshal(labels)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, ownerFile), b, 0o600)
+}
+
+// sweepDirs removes the run directories that the owner named in their
+// ownerFile left behind. A directory without one (a server before that
+// file, or one caught between its mkdir and its write) is removed only if
+// it is older than any run could be while being set up and has no
+// container in our namespace.
 func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
 	entries, err := os.ReadDir(e.cfg.StateDir)
 	if err != nil {
@@ -189,12 +212,20 @@ func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
 		if !strings.HasPrefix(ent.Name(), idPrefix) {
 			continue
 		}
+		dir := filepath.Join(e.cfg.StateDir, ent.Name())
+		if b, err := os.ReadFile(filepath.Join(dir, ownerFile)); err == nil {
+			var labels map[string]string
+			if json.Unmarshal(b, &labels) == nil && orphaned(labels, e.owner, now) {
+				os.RemoveAll(dir)
+			}
+			continue
+		}
 		info, err := ent.Info()
 		if err != nil || now.Sub(info.ModTime()) < time.Minute {
 			continue
 		}
 		if _, err := e.client.LoadContainer(ctx, ent.Name()); errdefs.IsNotFound(err) {
-			os.RemoveAll(filepath.Join(e.cfg.StateDir, ent.Name()))
+			os.RemoveAll(dir)
 		}
 	}
 }

@@ -1,0 +1,153 @@
+package exec
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/containerd/errdefs"
+
+	"code-sandbox-mcp/config"
+)
+
+const (
+	// callTimeout bounds one short call to containerd on a run's path,
+	// such as an image lookup, a start or a kill.
+	callTimeout = 10 * time.Second
+	// pullRetry is how long a failed pull is remembered: calls in that
+	// time get its error at once instead of paying for another try.
+	pullRetry = 30 * time.Second
+)
+
+// language is one language's readiness. It owns the language's image,
+// present, unpacked and cached for as long as the image in containerd's
+// store does not change, and its pool of ready sandboxes, which the first
+// success starts. Each language has its own lock, held only briefly: a
+// pull or unpack runs in the background, so preparing one language never
+// blocks another's runs, and a caller that gives up stops waiting.
+type language struct {
+	e    *Executor
+	cfg  config.Language
+	pool *pool
+
+	mu      sync.Mutex
+	img     *preparedImage // the image as last prepared; nil before, or once it changed
+	flight  *flight        // the preparation under way; nil if none
+	pullErr error          // the last failed pull, and when it failed
+	pullAt  time.Time
+}
+
+// flight is one preparation of a language's image; done is closed once
+// img or err is set.
+type flight struct {
+	done chan struct{}
+	img  *preparedImage
+	err  error
+}
+
+func newLanguage(e *Executor, cfg config.Language) *language {
+	l := &language{e: e, cfg: cfg}
+	l.pool = newPool(l)
+	return l
+}
+
+// ready returns the language's prepared image and makes sure its pool
+// runs. The image's record in containerd is looked up each time, so that
+// an image imported again under the same name is prepared again; the
+// unpack happens only then. A pull that failed within pullRetry is not
+// tried again: its error is returned.
+func (l *language) ready(ctx context.Context) (*preparedImage, error) {
+	lctx, cancel := context.WithTimeout(ctx, callTimeout)
+	rec, err := l.e.client.ImageService().Get(lctx, l.cfg.Image)
+	cancel()
+	if err != nil && !errdefs.IsNotFound(err) {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("looking up image %s: %w", l.cfg.Image, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("look up image %s in containerd: %w", l.cfg.Image, err)
+	}
+	missing := err != nil
+
+	l.mu.Lock()
+	if !missing && l.img != nil && l.img.target == rec.Target.Digest {
+		img := l.img
+		l.mu.Unlock()
+		l.pool.start()
+		return img, nil
+	}
+	if missing {
+		l.img = nil
+		if !l.e.cfg.Pull {
+			l.mu.Unlock()
+			return nil, l.e.missingImage(l.cfg, nil)
+		}
+		if l.pullErr != nil && time.Since(l.pullAt) < pullRetry {
+			err := l.pullErr
+			l.mu.Unlock()
+			return nil, err
+		}
+	}
+	f := l.flight
+	if f == nil {
+		f = &flight{done: make(chan struct{})}
+		l.flight = f
+		l.e.preparing.Add(1)
+		go l.prepare(f)
+	}
+	l.mu.Unlock()
+
+	select {
+	case <-f.done:
+		if f.err != nil {
+			return nil, f.err
+		}
+		l.pool.start()
+		return f.img, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for image %s to be prepared: %w", l.cfg.Image, context.Cause(ctx))
+	}
+}
+
+// prepare runs one flight. A pull or unpack, once begun, is not
+// interrupted: containerd's unpacker cleans up on the context it was given,
+// and a cancelled one leaves its extraction snapshot behind. It runs
+// detached from every caller, bounded by prepareTimeout.
+func (l *language) prepare(f *flight) {
+	defer l.e.preparing.Done()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.e.closing), prepareTimeout)
+	defer cancel()
+	img, pulled, err := l.e.prepareImage(ctx, l.cfg)
+	l.mu.Lock()
+	f.img, f.err = img, err
+	l.flight = nil
+	switch {
+	case err == nil:
+		l.img, l.pullErr = img, nil
+	case pulled:
+		l.pullErr, l.pullAt = err, time.Now()
+	}
+	l.mu.Unlock()
+	close(f.done)
+}
+
+// current returns the image as last prepared, or nil.
+func (l *language) current() *preparedImage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.img
+}
+
+// invalidate forgets the prepared image, once containerd says the image
+// changed: ready sandboxes made from it are then not used, and the next
+// ready prepares the image anew.
+func (l *language) invalidate() {
+	l.mu.Lock()
+	changed := l.img != nil
+	l.img = nil
+	l.mu.Unlock()
+	if changed {
+		l.e.log.Info("image changed in containerd; ready sandboxes of the old one are replaced", "language", l.cfg.Name, "image", l.cfg.Image)
+		l.pool.refill()
+	}
+}
