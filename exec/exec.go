@@ -20,6 +20,7 @@ import (
 	"sync"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 
@@ -117,7 +118,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		c.Close()
 		return nil, err
 	}
-	closing, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	// Every call runs in our namespace, whatever namespace the caller's
+	// context names.
+	closing, cancel := context.WithCancel(namespaces.WithNamespace(context.WithoutCancel(ctx), cfg.Namespace))
 	e := &Executor{
 		cfg:         cfg,
 		client:      c,
@@ -159,6 +162,7 @@ func (e *Executor) imageChanged(name string) {
 // side by side. It returns every problem it met; a language that failed is
 // prepared again by its next run, and its pool starts then.
 func (e *Executor) Prepare(ctx context.Context) error {
+	ctx = namespaces.WithNamespace(ctx, e.cfg.Namespace)
 	var (
 		mu   sync.Mutex
 		errs []error

@@ -217,7 +217,7 @@ func (p *pool) drain() {
 	for {
 		select {
 		case s := <-p.ready:
-			s.destroy(context.Background())
+			s.destroy(p.l.e.closing)
 		default:
 			return
 		}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 )
 
@@ -43,8 +44,9 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
 	}
 	defer e.runs.Done()
-	// Runs end when the caller gives up or the executor closes.
-	ctx, cancel := context.WithCancel(ctx)
+	// Runs end when the caller gives up or the executor closes, and run
+	// in our namespace.
+	ctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, e.cfg.Namespace))
 	defer cancel()
 	stop := context.AfterFunc(e.closing, cancel)
 	defer stop()

@@ -15,6 +15,7 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 )
 
@@ -127,7 +128,7 @@ func orphaned(labels map[string]string, me owner, now time.Time) bool {
 // directories. Live runs, ours or another server's, are left alone. It
 // returns how many containers it reaped.
 func (e *Executor) Sweep(ctx context.Context) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, sweepTimeout)
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, e.cfg.Namespace), sweepTimeout)
 	defer cancel()
 	now := time.Now()
 	cs, err := e.client.Containers(ctx, fmt.Sprintf("labels.%q", LabelInstance))

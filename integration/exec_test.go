@@ -72,7 +72,17 @@ func testLanguage(name string) config.Language {
 // state directory are checked for leftovers.
 func newExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 	t.Helper()
-	ctx := testContext(t)
+	e := startExecutor(t, edit)
+	if err := e.Prepare(testContext(t)); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	return e
+}
+
+// startExecutor is newExecutor without the Prepare, for tests of what
+// happens when a language cannot be prepared.
+func startExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
+	t.Helper()
 	cfg := exec.Config{
 		Address:   testAddress,
 		Namespace: testNamespace,
@@ -82,7 +92,7 @@ func newExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 	if edit != nil {
 		edit(&cfg)
 	}
-	e, err := exec.New(ctx, cfg)
+	e, err := exec.New(testContext(t), cfg)
 	if err != nil {
 		t.Fatalf("exec.New: %v", err)
 	}
@@ -93,9 +103,6 @@ func newExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 			t.Errorf("Close: %v", err)
 		}
 	})
-	if err := e.Prepare(ctx); err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
 	return e
 }
 

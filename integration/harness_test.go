@@ -50,6 +50,9 @@ var (
 	testDir string
 	// testShimDir is where the daemon's shim should come from.
 	testShimDir string
+	// testDaemon is the private daemon's process, which fault tests may
+	// stop (SIGSTOP) and continue.
+	testDaemon *os.Process
 )
 
 // harnessPrefix starts the name of every harness directory, so that a run
@@ -249,6 +252,7 @@ func (h *harness) start() error {
 		return fmt.Errorf("start %s: %w", h.cfg.containerd, err)
 	}
 	h.daemon = cmd
+	testDaemon = cmd.Process
 	h.exited = make(chan struct{})
 	go func() { cmd.Wait(); close(h.exited) }()
 
