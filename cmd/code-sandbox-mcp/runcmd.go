@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/exec"
 )
 
@@ -99,7 +100,7 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 	l, _ := cfg.Language(lang)
 	lim := l.Limits
 	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.StdoutDropped > 0 || res.StderrDropped > 0 {
-		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", statusLine(res, lim))
+		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", mcpserver.StatusLine(res, lim))
 	}
 	return exitStatus(res)
 }

@@ -1,4 +1,4 @@
-package main
+package mcpserver
 
 import (
 	"context"
@@ -25,9 +25,9 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 // call sends one JSON-RPC message to a server built on run and returns
 // the response, decoded.
-func call(t *testing.T, cfg *config.Config, run runFunc, method string, params any) map[string]any {
+func call(t *testing.T, cfg *config.Config, run RunFunc, method string, params any) map[string]any {
 	t.Helper()
-	s := newServer(cfg, run)
+	s := New(Options{Version: "test"}, cfg.Enabled(), run)
 	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func call(t *testing.T, cfg *config.Config, run runFunc, method string, params a
 	return m
 }
 
-func noRun(t *testing.T) runFunc {
+func noRun(t *testing.T) RunFunc {
 	return func(ctx context.Context, req exec.Request) (*exec.Result, error) {
 		t.Errorf("Run called with %+v; want nothing started", req)
 		return nil, errors.New("not expected")
@@ -71,7 +71,7 @@ func TestToolsListGolden(t *testing.T) {
 		t.Fatalf("%v (run go test -run Golden -update to create it)", err)
 	}
 	if string(got) != string(want) {
-		t.Errorf("tools/list changed; if on purpose, run go test ./cmd/code-sandbox-mcp -run Golden -update\ngot:\n%s", got)
+		t.Errorf("tools/list changed; if on purpose, run go test ./cmd/code-sandbox-mcp/mcpserver -run Golden -update\ngot:\n%s", got)
 	}
 
 	// Every schema is an object, every array has items.
@@ -291,7 +291,7 @@ func TestToolResultFlags(t *testing.T) {
 }
 
 func TestEnvironmentsResource(t *testing.T) {
-	resp := call(t, config.Default(), noRun(t), "resources/read", map[string]any{"uri": environmentsURI})
+	resp := call(t, config.Default(), noRun(t), "resources/read", map[string]any{"uri": EnvironmentsURI})
 	res := resp["result"].(map[string]any)
 	text := res["contents"].([]any)[0].(map[string]any)["text"].(string)
 	var env struct {
@@ -306,24 +306,6 @@ func TestEnvironmentsResource(t *testing.T) {
 	}
 	if env.Languages["javascript"].Tool != "run_js_code" {
 		t.Errorf("javascript environment %+v", env.Languages["javascript"])
-	}
-}
-
-func TestExitStatus(t *testing.T) {
-	for _, tc := range []struct {
-		r    exec.Result
-		want int
-	}{
-		{exec.Result{}, 0},
-		{exec.Result{ExitCode: 3}, 3},
-		{exec.Result{ExitCode: -1, Signal: "SIGKILL"}, 137},
-		{exec.Result{ExitCode: -1, Signal: "SIGSEGV"}, 139},
-		{exec.Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true}, 124},
-		{exec.Result{ExitCode: -1, Signal: "SIGKILL", OOMKilled: true}, 137},
-	} {
-		if got := exitStatus(&tc.r); got != tc.want {
-			t.Errorf("exitStatus(%+v) = %d; want %d", tc.r, got, tc.want)
-		}
 	}
 }
 

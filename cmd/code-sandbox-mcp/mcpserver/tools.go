@@ -1,4 +1,4 @@
-package main
+package mcpserver
 
 import (
 	"bytes"
@@ -19,10 +19,6 @@ import (
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
-
-// runFunc runs one program; it is (*exec.Executor).Run, or a stand-in that
-// reports why there is no executor.
-type runFunc func(ctx context.Context, req exec.Request) (*exec.Result, error)
 
 // runOutput is a tool result's structuredContent; outputSchema declares it.
 type runOutput struct {
@@ -184,7 +180,7 @@ func jsonKind(raw json.RawMessage) string {
 // toolHandler adapts one language's tool to the executor: validate the
 // arguments, run, build the result. Every failure is a result with isError
 // set, never a Go error, so the model reads it.
-func toolHandler(lang string, lim config.Limits, run runFunc) server.ToolHandlerFunc {
+func toolHandler(lang string, lim config.Limits, run RunFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		a, err := parseArgs(req.GetRawArguments(), lang, lim)
 		if err != nil {
@@ -261,12 +257,13 @@ func resultText(r *exec.Result, lim config.Limits) string {
 	if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
 		b.WriteByte('\n')
 	}
-	b.WriteString("--- " + statusLine(r, lim) + " ---")
+	b.WriteString("--- " + StatusLine(r, lim) + " ---")
 	return b.String()
 }
 
-// statusLine sums up how a run ended, in one line.
-func statusLine(r *exec.Result, lim config.Limits) string {
+// StatusLine sums up how a run ended, in one line, such as "exit code 1;
+// 0.12s". lim are the run's language's limits.
+func StatusLine(r *exec.Result, lim config.Limits) string {
 	var parts []string
 	switch {
 	case r.TimedOut:

@@ -1,0 +1,121 @@
+// Package mcpserver is the MCP face of code-sandbox-mcp: it builds the
+// server that offers one tool per language and the environments resource,
+// validates a call's arguments, hands the program to a RunFunc and turns
+// what came back into a result a model can read and act on. It does not
+// know containerd, flags, configuration files or a transport: runs go
+// through the RunFunc it is given, and a caller serves the server it
+// returns over stdio, or over any other transport, by calling New again.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// EnvironmentsURI is the resource that lists the configured languages.
+const EnvironmentsURI = "sandbox://environments"
+
+// serverName is the name the server gives at initialize.
+const serverName = "code-sandbox-mcp"
+
+// RunFunc runs one program; (*exec.Executor).Run is one.
+type RunFunc func(ctx context.Context, req exec.Request) (*exec.Result, error)
+
+// Options are what the server says about itself.
+type Options struct {
+	// Version is reported at initialize and in the environments resource.
+	Version string
+}
+
+// New builds the MCP server: one tool per language in langs, each running
+// its programs through run, and the environments resource. opts are
+// applied after the server's own options, so a caller can override them.
+func New(o Options, langs []config.Language, run RunFunc, opts ...server.ServerOption) *server.MCPServer {
+	opts = append([]server.ServerOption{
+		server.WithToolCapabilities(false),
+		server.WithResourceCapabilities(false, false),
+		server.WithRecovery(),
+		server.WithOutputSchemaValidation(),
+		server.WithInstructions("Runs code in fresh, isolated, network-less sandboxes: one tool per language. " +
+			"Print the results you need; each call starts from scratch. " +
+			"The resource " + EnvironmentsURI + " lists the languages, images and limits."),
+	}, opts...)
+	s := server.NewMCPServer(serverName, o.Version, opts...)
+	for _, l := range langs {
+		s.AddTool(newTool(l), toolHandler(l.Name, l.Limits, run))
+	}
+	s.AddResource(
+		mcp.NewResource(EnvironmentsURI, "environments",
+			mcp.WithResourceDescription("The languages this server runs: tool, image, command and limits of each."),
+			mcp.WithMIMEType("application/json"),
+		),
+		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
+			data, err := json.MarshalIndent(environments(o, langs), "", "  ")
+			if err != nil {
+				return nil, err
+			}
+			return []mcp.ResourceContents{mcp.TextResourceContents{
+				URI: EnvironmentsURI, MIMEType: "application/json", Text: string(data),
+			}}, nil
+		},
+	)
+	return s
+}
+
+// environment is one language in the environments resource.
+type environment struct {
+	Tool        string       `json:"tool"`
+	Image       string       `json:"image"`
+	Command     []string     `json:"command"`
+	File        string       `json:"file"`
+	Description string       `json:"description"`
+	Limits      limitsOutput `json:"limits"`
+}
+
+type limitsOutput struct {
+	MemoryBytes          int64    `json:"memory_bytes"`
+	CPUs                 float64  `json:"cpus"`
+	Pids                 int64    `json:"pids"`
+	TmpBytes             int64    `json:"tmp_bytes"`
+	FileBytes            int64    `json:"file_bytes"`
+	OpenFiles            uint64   `json:"open_files"`
+	TimeoutSeconds       float64  `json:"timeout_seconds"`
+	MaxTimeoutSeconds    float64  `json:"max_timeout_seconds"`
+	OutputBytesPerStream int64    `json:"output_bytes_per_stream"`
+	CodeBytes            int64    `json:"code_bytes"`
+	Network              bool     `json:"network"`
+	ReadOnlyRootFS       bool     `json:"read_only_rootfs"`
+	WritablePaths        []string `json:"writable_paths"`
+}
+
+// environmentsOutput is the environments resource.
+type environmentsOutput struct {
+	Languages map[string]environment `json:"languages"`
+	Server    string                 `json:"server"`
+	Version   string                 `json:"version"`
+}
+
+func environments(o Options, langs []config.Language) environmentsOutput {
+	out := environmentsOutput{Server: serverName, Version: o.Version, Languages: map[string]environment{}}
+	for _, l := range langs {
+		lim := l.Limits
+		out.Languages[l.Name] = environment{
+			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description,
+			Limits: limitsOutput{
+				MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
+				TmpBytes: lim.TmpBytes, FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
+				TimeoutSeconds:       lim.Timeout.Seconds(),
+				MaxTimeoutSeconds:    lim.MaxTimeout.Seconds(),
+				OutputBytesPerStream: lim.OutputBytes, CodeBytes: lim.CodeBytes,
+				Network: false, ReadOnlyRootFS: true, WritablePaths: []string{"/tmp"},
+			},
+		}
+	}
+	return out
+}
