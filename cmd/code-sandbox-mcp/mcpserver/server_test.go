@@ -41,7 +41,7 @@ func connect(t *testing.T, s *server.MCPServer, wire io.Writer) *client.Client {
 	served := make(chan struct{})
 	var out io.Writer = serverWrite
 	if wire != nil {
-		out = io.MultiWriter(serverWrite, wire)
+		out = io.MultiWriter(wire, serverWrite) // wire first: the client may act as soon as it reads
 	}
 	go func() {
 		defer close(served)
