@@ -94,13 +94,16 @@ func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Rea
 		}
 	}()
 
-	s := mcpserver.New(mcpserver.Options{Version: version}, cfg.Enabled(), lx.Run)
+	s, err := mcpserver.New(ctx, mcpserver.Options{Version: version}, cfg.Enabled(), lx.Run)
+	if err != nil {
+		return fmt.Errorf("build the MCP server: %w", err)
+	}
 	stdio := server.NewStdioServer(s)
 	stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
 	server.WithWorkerPoolSize(stdioWorkers)(stdio)
 	server.WithQueueSize(10 * stdioWorkers)(stdio)
 
-	err := stdio.Listen(ctx, stdin, stdout)
+	err = stdio.Listen(ctx, stdin, stdout)
 	if ctx.Err() != nil {
 		logger.Info("shutting down", "reason", context.Cause(ctx))
 		return nil

@@ -34,9 +34,20 @@ type Options struct {
 }
 
 // New builds the MCP server: one tool per language in langs, each running
-// its programs through run, and the environments resource. opts are
-// applied after the server's own options, so a caller can override them.
-func New(o Options, langs []config.Language, run RunFunc, opts ...server.ServerOption) *server.MCPServer {
+// its programs through run, and the environments resource. What both say
+// about a language's sandbox is read from the OCI spec its limits
+// generate; an error means a language's spec cannot be generated. opts
+// are applied after the server's own options, so a caller can override
+// them.
+func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, opts ...server.ServerOption) (*server.MCPServer, error) {
+	sandboxes := make([]sandbox, len(langs))
+	for i, l := range langs {
+		sb, err := describeSandbox(ctx, l)
+		if err != nil {
+			return nil, err
+		}
+		sandboxes[i] = sb
+	}
 	opts = append([]server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
@@ -47,8 +58,8 @@ func New(o Options, langs []config.Language, run RunFunc, opts ...server.ServerO
 			"The resource " + EnvironmentsURI + " lists the languages, images and limits."),
 	}, opts...)
 	s := server.NewMCPServer(serverName, o.Version, opts...)
-	for _, l := range langs {
-		s.AddTool(newTool(l), toolHandler(l.Name, l.Limits, run))
+	for i, l := range langs {
+		s.AddTool(newTool(l, sandboxes[i]), toolHandler(l.Name, l.Limits, run))
 	}
 	s.AddResource(
 		mcp.NewResource(EnvironmentsURI, "environments",
@@ -56,7 +67,7 @@ func New(o Options, langs []config.Language, run RunFunc, opts ...server.ServerO
 			mcp.WithMIMEType("application/json"),
 		),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			data, err := json.MarshalIndent(environments(o, langs), "", "  ")
+			data, err := json.MarshalIndent(environments(o, langs, sandboxes), "", "  ")
 			if err != nil {
 				return nil, err
 			}
@@ -65,7 +76,7 @@ func New(o Options, langs []config.Language, run RunFunc, opts ...server.ServerO
 			}}, nil
 		},
 	)
-	return s
+	return s, nil
 }
 
 // environment is one language in the environments resource.
@@ -78,20 +89,29 @@ type environment struct {
 	Limits      limitsOutput `json:"limits"`
 }
 
+// limitsOutput is what every run of a language gets. Network, the file
+// system, memory, CPUs and pids are read from the language's spec.
 type limitsOutput struct {
-	MemoryBytes          int64    `json:"memory_bytes"`
-	CPUs                 float64  `json:"cpus"`
-	Pids                 int64    `json:"pids"`
-	TmpBytes             int64    `json:"tmp_bytes"`
-	FileBytes            int64    `json:"file_bytes"`
-	OpenFiles            uint64   `json:"open_files"`
-	TimeoutSeconds       float64  `json:"timeout_seconds"`
-	MaxTimeoutSeconds    float64  `json:"max_timeout_seconds"`
-	OutputBytesPerStream int64    `json:"output_bytes_per_stream"`
-	CodeBytes            int64    `json:"code_bytes"`
-	Network              bool     `json:"network"`
-	ReadOnlyRootFS       bool     `json:"read_only_rootfs"`
-	WritablePaths        []string `json:"writable_paths"`
+	MemoryBytes          int64            `json:"memory_bytes"`
+	CPUs                 float64          `json:"cpus"`
+	Pids                 int64            `json:"pids"`
+	FileBytes            int64            `json:"file_bytes"`
+	OpenFiles            uint64           `json:"open_files"`
+	TimeoutSeconds       float64          `json:"timeout_seconds"`
+	MaxTimeoutSeconds    float64          `json:"max_timeout_seconds"`
+	OutputBytesPerStream int64            `json:"output_bytes_per_stream"`
+	CodeBytes            int64            `json:"code_bytes"`
+	Network              bool             `json:"network"`
+	ReadOnlyRootFS       bool             `json:"read_only_rootfs"`
+	Writable             []writableOutput `json:"writable"`
+	Home                 string           `json:"home"`
+}
+
+// writableOutput is a path a run can write to, and its size; 0 when the
+// spec does not bound it.
+type writableOutput struct {
+	Path  string `json:"path"`
+	Bytes int64  `json:"bytes"`
 }
 
 // environmentsOutput is the environments resource.
@@ -101,19 +121,23 @@ type environmentsOutput struct {
 	Version   string                 `json:"version"`
 }
 
-func environments(o Options, langs []config.Language) environmentsOutput {
+func environments(o Options, langs []config.Language, sandboxes []sandbox) environmentsOutput {
 	out := environmentsOutput{Server: serverName, Version: o.Version, Languages: map[string]environment{}}
-	for _, l := range langs {
-		lim := l.Limits
+	for i, l := range langs {
+		lim, sb := l.Limits, sandboxes[i]
+		writable := make([]writableOutput, 0, len(sb.Writable))
+		for _, w := range sb.Writable {
+			writable = append(writable, writableOutput{Path: w.Path, Bytes: w.Bytes})
+		}
 		out.Languages[l.Name] = environment{
 			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description,
 			Limits: limitsOutput{
-				MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
-				TmpBytes: lim.TmpBytes, FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
+				MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
+				FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
 				TimeoutSeconds:       lim.Timeout.Seconds(),
 				MaxTimeoutSeconds:    lim.MaxTimeout.Seconds(),
 				OutputBytesPerStream: lim.OutputBytes, CodeBytes: lim.CodeBytes,
-				Network: false, ReadOnlyRootFS: true, WritablePaths: []string{"/tmp"},
+				Network: sb.Network, ReadOnlyRootFS: sb.ReadOnlyRoot, Writable: writable, Home: sb.Home,
 			},
 		}
 	}

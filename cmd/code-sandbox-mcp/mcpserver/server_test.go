@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,9 +22,11 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/oci"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -75,11 +80,28 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// newClient builds the server of the default languages on run and
-// connects a client to it.
-func newClient(t *testing.T, run RunFunc) *client.Client {
+// newServer builds the server of langs on run.
+func newServer(t *testing.T, langs []config.Language, run RunFunc) *server.MCPServer {
 	t.Helper()
-	return connect(t, New(Options{Version: "test"}, config.Default().Enabled(), run), nil)
+	s, err := New(t.Context(), Options{Version: "test"}, langs, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newClient builds the server of langs, which run nothing, and connects
+// a client to it.
+func newClient(t *testing.T, langs []config.Language) *client.Client {
+	t.Helper()
+	return connect(t, newServer(t, langs, noRun(t)), nil)
+}
+
+// runClient builds the server of the default languages on run and
+// connects a client to it.
+func runClient(t *testing.T, run RunFunc) *client.Client {
+	t.Helper()
+	return connect(t, newServer(t, config.Default().Enabled(), run), nil)
 }
 
 func noRun(t *testing.T) RunFunc {
@@ -127,7 +149,7 @@ func (w *wire) result(t *testing.T, member string) map[string]any {
 // go test -run Golden -update.
 func TestToolsListGolden(t *testing.T) {
 	var w wire
-	c := connect(t, New(Options{Version: "test"}, config.Default().Enabled(), noRun(t)), &w)
+	c := connect(t, newServer(t, config.Default().Enabled(), noRun(t)), &w)
 	res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +222,7 @@ func readEnvironments(t *testing.T, c *client.Client) environmentsOutput {
 }
 
 func TestEnvironmentsResource(t *testing.T) {
-	env := readEnvironments(t, newClient(t, noRun(t)))
+	env := readEnvironments(t, newClient(t, config.Default().Enabled()))
 	if env.Server != "code-sandbox-mcp" || env.Version != "test" {
 		t.Errorf("server %q version %q; want code-sandbox-mcp test", env.Server, env.Version)
 	}
@@ -211,4 +233,110 @@ func TestEnvironmentsResource(t *testing.T) {
 	if env.Languages["javascript"].Tool != "run_js_code" {
 		t.Errorf("javascript environment %+v", env.Languages["javascript"])
 	}
+}
+
+// TestSandboxFactsFollowTheSpec checks what the environments resource and
+// the tool descriptions say about the sandbox against the spec each
+// language's policy generates, read here straight from the spec's fields.
+// The second case changes the limits, so that text written by hand for the
+// defaults would fail.
+func TestSandboxFactsFollowTheSpec(t *testing.T) {
+	changed := config.Default().Enabled()
+	for i := range changed {
+		changed[i].Limits.ShmBytes = 16 << 20
+		changed[i].Limits.TmpBytes = 100 << 20
+		changed[i].Limits.MemoryBytes = 1 << 30
+		changed[i].Limits.CPUs = 1.5
+		changed[i].Limits.Pids = 64
+	}
+	for name, langs := range map[string][]config.Language{"defaults": config.Default().Enabled(), "changed": changed} {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(t, langs)
+			env := readEnvironments(t, c)
+			tools, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			descriptions := map[string]string{}
+			for _, tool := range tools.Tools {
+				descriptions[tool.Name] = tool.Description
+			}
+			for _, l := range langs {
+				s, err := oci.Generate(t.Context(), oci.NewPolicy(l))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := env.Languages[l.Name].Limits
+				desc := descriptions[l.Tool]
+
+				// Writable: the tmpfs mounts not mounted read-only, but
+				// runc's /dev, which holds device nodes only.
+				want := map[string]int64{}
+				for _, m := range s.Mounts {
+					if m.Type == "tmpfs" && !slices.Contains(m.Options, "ro") && m.Destination != "/dev" {
+						want[m.Destination] = sizeOption(t, m.Options)
+					}
+				}
+				if _, ok := want["/dev/shm"]; !ok {
+					t.Fatalf("%s: the spec has no writable /dev/shm; this test needs one", l.Name)
+				}
+				gotW := map[string]int64{}
+				for _, w := range got.Writable {
+					gotW[w.Path] = w.Bytes
+				}
+				if !maps.Equal(gotW, want) {
+					t.Errorf("%s: resource writable %v; want the spec's writable mounts %v", l.Name, gotW, want)
+				}
+				for path, size := range want {
+					if !strings.Contains(desc, fmt.Sprintf("%s (%s", path, config.Size(size))) {
+						t.Errorf("%s: description does not name writable %s (%s):\n%s", l.Name, path, config.Size(size), desc)
+					}
+				}
+				if !s.Root.Readonly || !got.ReadOnlyRootFS || !strings.Contains(desc, "a read-only file system except") {
+					t.Errorf("%s: spec root read-only %v, resource %v, description %q", l.Name, s.Root.Readonly, got.ReadOnlyRootFS, desc)
+				}
+
+				// Network: the spec gives the run a network namespace of
+				// its own (no path: a new one, loopback only).
+				ownNetNS := slices.ContainsFunc(s.Linux.Namespaces, func(ns specs.LinuxNamespace) bool {
+					return ns.Type == specs.NetworkNamespace && ns.Path == ""
+				})
+				if !ownNetNS || got.Network || !strings.Contains(desc, "no network") {
+					t.Errorf("%s: spec has its own network namespace %v; resource network %v; description %q", l.Name, ownNetNS, got.Network, desc)
+				}
+
+				// Memory, CPUs, pids: the cgroup limits.
+				r := s.Linux.Resources
+				if got.MemoryBytes != *r.Memory.Limit || !strings.Contains(desc, config.Size(*r.Memory.Limit).String()+" memory") {
+					t.Errorf("%s: resource memory %d, description %q; want the spec's %d", l.Name, got.MemoryBytes, desc, *r.Memory.Limit)
+				}
+				if cpus := float64(*r.CPU.Quota) / float64(*r.CPU.Period); got.CPUs != cpus {
+					t.Errorf("%s: resource cpus %v; want the spec's %v", l.Name, got.CPUs, cpus)
+				}
+				if got.Pids != *r.Pids.Limit || !strings.Contains(desc, fmt.Sprintf("%d processes", *r.Pids.Limit)) {
+					t.Errorf("%s: resource pids %d, description %q; want the spec's %d", l.Name, got.Pids, desc, *r.Pids.Limit)
+				}
+
+				// HOME is the run's, and writable.
+				if got.Home != "/tmp" || !strings.Contains(desc, "also HOME") {
+					t.Errorf("%s: resource home %q, description %q; want /tmp", l.Name, got.Home, desc)
+				}
+			}
+		})
+	}
+}
+
+// sizeOption reads a tmpfs mount's size= option.
+func sizeOption(t *testing.T, options []string) int64 {
+	t.Helper()
+	for _, o := range options {
+		if v, ok := strings.CutPrefix(o, "size="); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
 }

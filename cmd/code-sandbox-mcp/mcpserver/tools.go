@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -58,12 +57,13 @@ const outputSchema = `{
 }`
 
 // newTool describes one language's tool: the configured description with
-// the limits appended, so that what the model reads follows the config.
-func newTool(l config.Language) mcp.Tool {
+// what every run gets appended, so that what the model reads follows the
+// config and the spec.
+func newTool(l config.Language, sb sandbox) mcp.Tool {
 	name, lim := l.Name, l.Limits
 	maxSec := int(lim.MaxTimeout / time.Second)
 	return mcp.NewTool(l.Tool,
-		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim)),
+		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim, sb)),
 		mcp.WithString("code",
 			mcp.Required(),
 			mcp.MinLength(1),
@@ -84,16 +84,14 @@ func newTool(l config.Language) mcp.Tool {
 	)
 }
 
-// limitsSentence tells a model what every run of a language gets.
-func limitsSentence(l config.Limits) string {
-	cpus := strconv.FormatFloat(l.CPUs, 'f', -1, 64) + " CPU"
-	if l.CPUs != 1 {
-		cpus += "s"
-	}
-	return fmt.Sprintf("Each call runs in a brand-new, isolated container that is deleted afterwards: no network, no files from the host or from earlier calls, "+
-		"a read-only file system except /tmp (%s, also HOME). Limits: %s memory, %s, %d processes, %s per run by default (timeout_seconds up to %d). "+
+// limitsSentence tells a model what every run of a language gets: the
+// network, files, memory, CPU and processes as its spec enforces them (sb),
+// the time and output limits as the executor enforces them (l).
+func limitsSentence(l config.Limits, sb sandbox) string {
+	return fmt.Sprintf("Each call runs in a brand-new, isolated container that is deleted afterwards: %s, no files from the host or from earlier calls, "+
+		"%s. Limits: %s memory, %s, %d processes, %s per run by default (timeout_seconds up to %d). "+
 		"stdout and stderr are each cut to their first and last %s past %s.",
-		config.Size(l.TmpBytes), config.Size(l.MemoryBytes), cpus, l.Pids, l.Timeout, int(l.MaxTimeout/time.Second),
+		sb.networkPhrase(), sb.filesPhrase(), config.Size(sb.MemoryBytes), sb.cpusPhrase(), sb.Pids, l.Timeout, int(l.MaxTimeout/time.Second),
 		config.Size(l.OutputBytes/2), config.Size(l.OutputBytes))
 }
 

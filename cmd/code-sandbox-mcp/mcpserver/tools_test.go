@@ -95,7 +95,7 @@ func TestToolCall(t *testing.T) {
 		return &exec.Result{Language: req.Language, Image: cfg.Languages[req.Language].Image, Stdout: []byte("42\n"),
 			Timeout: 30 * time.Second, Duration: 1500 * time.Millisecond}, nil
 	}
-	text, isErr, sc := callTool(t, t.Context(), newClient(t, run), "run_js_code", map[string]any{"code": "console.log(42)", "timeout_seconds": 7})
+	text, isErr, sc := callTool(t, t.Context(), runClient(t, run), "run_js_code", map[string]any{"code": "console.log(42)", "timeout_seconds": 7})
 	if text != "42\n" || isErr {
 		t.Errorf("text %q, isError %v; want exactly stdout and no error", text, isErr)
 	}
@@ -112,7 +112,7 @@ func TestToolCall(t *testing.T) {
 
 // Bad arguments: an error result, nothing run, not a JSON-RPC error.
 func TestToolCallBadArguments(t *testing.T) {
-	c := newClient(t, noRun(t))
+	c := runClient(t, noRun(t))
 	for _, args := range []any{map[string]any{"code": 1}, map[string]any{"code": "x", "extra": true}, map[string]any{"code": ""}, "just a string"} {
 		if text, isErr, _ := callTool(t, t.Context(), c, "run_python_code", args); !isErr || !strings.Contains(text, "Nothing was run") {
 			t.Errorf("%v: %q, isError %v; want an error result", args, text, isErr)
@@ -132,7 +132,7 @@ func TestToolCallSandboxErrors(t *testing.T) {
 		{errors.New("shim died"), "retrying may help"},
 	} {
 		run := func(context.Context, exec.Request) (*exec.Result, error) { return nil, tc.err }
-		if text, isErr, _ := callTool(t, t.Context(), newClient(t, run), "run_python_code", map[string]any{"code": "x"}); !isErr || !strings.Contains(text, tc.want) {
+		if text, isErr, _ := callTool(t, t.Context(), runClient(t, run), "run_python_code", map[string]any{"code": "x"}); !isErr || !strings.Contains(text, tc.want) {
 			t.Errorf("%v: %q, isError %v; want an error result with %q", tc.err, text, isErr, tc.want)
 		}
 	}
@@ -148,7 +148,7 @@ func TestAbandonedCallCancelsTheRun(t *testing.T) {
 		close(stopped)
 		return nil, ctx.Err()
 	}
-	c := newClient(t, run)
+	c := runClient(t, run)
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
 		<-started
