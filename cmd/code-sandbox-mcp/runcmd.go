@@ -8,8 +8,9 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/exec"
@@ -99,7 +100,7 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 	}
 	l, _ := cfg.Language(lang)
 	lim := l.Limits
-	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.StdoutDropped > 0 || res.StderrDropped > 0 {
+	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.ExitCode > 128 || res.StdoutDropped > 0 || res.StderrDropped > 0 {
 		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", mcpserver.StatusLine(res, lim))
 	}
 	return exitStatus(res)
@@ -107,28 +108,24 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 
 // exitStatus maps a run's ending to an exit status, as a shell would: the
 // program's own status, 128+N for signal N, 124 for a timeout (as timeout(1)).
+// A status of 129 or more without a signal is the program's own, and
+// passed on as it is.
 func exitStatus(r *exec.Result) int {
 	switch {
 	case r.TimedOut:
 		return 124
 	case r.Signal != "":
-		if s, ok := signals[r.Signal]; ok {
-			return 128 + int(s)
+		if n := unix.SignalNum(r.Signal); n > 0 {
+			return 128 + int(n)
 		}
-		return 128 + int(syscall.SIGKILL)
+		// A name unknown here: containerd's status, if it is a
+		// signal's.
+		if r.ExitCode > 128 && r.ExitCode <= 255 {
+			return r.ExitCode
+		}
+		return exitFailure
 	case r.ExitCode < 0 || r.ExitCode > 255:
 		return exitFailure
 	}
 	return r.ExitCode
-}
-
-// signals maps the names of the signals a program is commonly killed by to
-// their numbers.
-var signals = map[string]syscall.Signal{
-	"SIGHUP": syscall.SIGHUP, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT,
-	"SIGILL": syscall.SIGILL, "SIGTRAP": syscall.SIGTRAP, "SIGABRT": syscall.SIGABRT,
-	"SIGBUS": syscall.SIGBUS, "SIGFPE": syscall.SIGFPE, "SIGKILL": syscall.SIGKILL,
-	"SIGUSR1": syscall.SIGUSR1, "SIGSEGV": syscall.SIGSEGV, "SIGUSR2": syscall.SIGUSR2,
-	"SIGPIPE": syscall.SIGPIPE, "SIGALRM": syscall.SIGALRM, "SIGTERM": syscall.SIGTERM,
-	"SIGXCPU": syscall.SIGXCPU, "SIGXFSZ": syscall.SIGXFSZ, "SIGSYS": syscall.SIGSYS,
 }

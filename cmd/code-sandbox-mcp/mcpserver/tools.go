@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
@@ -271,7 +273,7 @@ func StatusLine(r *exec.Result, lim config.Limits) string {
 	case r.Signal != "":
 		parts = append(parts, "killed by "+r.Signal)
 	default:
-		parts = append(parts, fmt.Sprintf("exit code %d", r.ExitCode))
+		parts = append(parts, exitCodeText(r.ExitCode))
 	}
 	if r.OOMKilled && r.TimedOut {
 		parts = append(parts, fmt.Sprintf("out of memory (limit %s)", config.Size(lim.MemoryBytes)))
@@ -284,6 +286,22 @@ func StatusLine(r *exec.Result, lim config.Limits) string {
 	}
 	parts = append(parts, fmt.Sprintf("%.2fs", r.Duration.Seconds()))
 	return strings.Join(parts, "; ")
+}
+
+// exitCodeText names an exit status. One from 129 to 192 is what a
+// signal 1 to 64 leaves when it kills a program, and also a status the
+// program may exit with itself; the status alone cannot tell which, so the
+// text says both.
+func exitCodeText(code int) string {
+	s := fmt.Sprintf("exit code %d", code)
+	if n := code - 128; n >= 1 && n <= 64 {
+		name := unix.SignalName(syscall.Signal(n))
+		if name == "" {
+			name = fmt.Sprintf("signal %d", n)
+		}
+		s += fmt.Sprintf(" (128+%d: killed by %s, or the program's own exit status)", n, name)
+	}
+	return s
 }
 
 // withMarker returns the kept output as text, with a line saying how much
