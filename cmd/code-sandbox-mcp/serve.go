@@ -15,33 +15,60 @@ import (
 	"code-sandbox-mcp/exec"
 )
 
+// executor is what the server uses of an *exec.Executor.
+type executor interface {
+	Run(ctx context.Context, req exec.Request) (*exec.Result, error)
+	Close() error
+}
+
+// newExecutorFunc connects to containerd and prepares the sandboxes.
+type newExecutorFunc func(ctx context.Context) (executor, error)
+
+// connect returns the newExecutorFunc of ec: exec.New, then Prepare.
+func connect(ec exec.Config, logger *slog.Logger) newExecutorFunc {
+	return func(ctx context.Context) (executor, error) {
+		ex, err := exec.New(ctx, ec)
+		if err != nil {
+			return nil, err
+		}
+		// A missing image fails Prepare but not the other languages: keep
+		// the executor, and let each run report its own language's problem.
+		if err := ex.Prepare(ctx); err != nil {
+			logger.Warn("preparing the sandboxes", "err", err)
+		}
+		return ex, nil
+	}
+}
+
+// errShuttingDown is what a call gets once the executor is closed.
+var errShuttingDown = errors.New("the server is shutting down")
+
 // lazyExecutor connects to containerd on first use and again after a
 // failure, so that a server started before containerd (or before its
 // images were imported) recovers without a restart, and each call's error
-// says what is wrong.
+// says what is wrong. Once closed it makes no executor: one made then
+// would never be closed, and its pools would outlive the server.
 type lazyExecutor struct {
-	cfg    exec.Config
-	logger *slog.Logger
+	newExecutor newExecutorFunc
 
-	mu sync.Mutex
-	ex *exec.Executor
+	mu     sync.Mutex
+	ex     executor
+	closed bool
 }
 
 // get returns the executor, connecting and preparing it if needed.
-func (l *lazyExecutor) get(ctx context.Context) (*exec.Executor, error) {
+func (l *lazyExecutor) get(ctx context.Context) (executor, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errShuttingDown
+	}
 	if l.ex != nil {
 		return l.ex, nil
 	}
-	ex, err := exec.New(ctx, l.cfg)
+	ex, err := l.newExecutor(ctx)
 	if err != nil {
 		return nil, err
-	}
-	// A missing image fails Prepare but not the other languages: keep the
-	// executor, and let each run report its own language's problem.
-	if err := ex.Prepare(ctx); err != nil {
-		l.logger.Warn("preparing the sandboxes", "err", err)
 	}
 	l.ex = ex
 	return ex, nil
@@ -56,10 +83,13 @@ func (l *lazyExecutor) Run(ctx context.Context, req exec.Request) (*exec.Result,
 	return ex.Run(ctx, req)
 }
 
-// Close closes the executor if there is one.
+// Close closes the executor if there is one, and keeps any from being
+// made after it. It waits for a connect in progress: cancel its context
+// first.
 func (l *lazyExecutor) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true
 	if l.ex == nil {
 		return nil
 	}
@@ -74,30 +104,44 @@ const stdioWorkers = 100
 
 // serve serves MCP over stdin/stdout until stdin ends or ctx is cancelled
 // (SIGINT, SIGTERM). In-flight runs are cancelled, which kills their
-// sandboxes, and the executor is closed before it returns.
+// sandboxes, the connect started ahead is cancelled and waited for, and
+// the executor is closed before it returns.
 func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
 	set, unset := passEnvNames(cfg, env)
 	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
 		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
+	return serveWith(ctx, cfg, connect(execConfig(cfg, env, logger), logger), stdin, stdout, logger)
+}
 
-	lx := &lazyExecutor{cfg: execConfig(cfg, env, logger), logger: logger}
+// serveWith is serve with the executor made by newExecutor.
+func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+	lx := &lazyExecutor{newExecutor: newExecutor}
+	s, err := mcpserver.New(ctx, mcpserver.Options{Version: version}, cfg.Enabled(), lx.Run)
+	if err != nil {
+		return fmt.Errorf("build the MCP server: %w", err)
+	}
+	// Connect and prepare now, so the first call does not pay for it; a
+	// failure is logged and retried at the first call, which reports it.
+	// At shutdown the warm-up is cancelled and waited for before the
+	// executor is closed (deferred calls run last first).
+	warmCtx, stopWarmUp := context.WithCancel(ctx)
+	warmed := make(chan struct{})
 	defer func() {
 		if err := lx.Close(); err != nil {
 			logger.Warn("closing the executor", "err", err)
 		}
 	}()
-	// Connect and prepare now, so the first call does not pay for it; a
-	// failure is logged and retried at the first call, which reports it.
+	defer func() {
+		stopWarmUp()
+		<-warmed
+	}()
 	go func() {
-		if _, err := lx.get(ctx); err != nil && ctx.Err() == nil {
+		defer close(warmed)
+		if _, err := lx.get(warmCtx); err != nil && warmCtx.Err() == nil {
 			logger.Error("containerd is not usable yet; calls will fail until it is", "err", err)
 		}
 	}()
 
-	s, err := mcpserver.New(ctx, mcpserver.Options{Version: version}, cfg.Enabled(), lx.Run)
-	if err != nil {
-		return fmt.Errorf("build the MCP server: %w", err)
-	}
 	stdio := server.NewStdioServer(s)
 	stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
 	server.WithWorkerPoolSize(stdioWorkers)(stdio)
