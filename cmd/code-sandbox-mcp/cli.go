@@ -261,6 +261,31 @@ func loadConfig(g globals, env lookupFunc) (*config.Config, error) {
 	return cfg, nil
 }
 
+// command is the command line of this program with args, against the
+// containerd of cfg: with --namespace always, so that it acts on the
+// server's namespace whatever the environment of whoever runs it, and
+// with --address when the socket is not the default one. Every hint that
+// names a command (import an image, run doctor) is built here, so that
+// they all say the same.
+func command(cfg *config.Config, args ...string) string {
+	parts := []string{"code-sandbox-mcp"}
+	if a := cfg.Containerd.Address; a != config.Default().Containerd.Address {
+		parts = append(parts, "--address", a)
+	}
+	parts = append(parts, "--namespace", cfg.Containerd.Namespace)
+	return strings.Join(append(parts, args...), " ")
+}
+
+// importHint is the command that imports an image into cfg's namespace.
+func importHint(cfg *config.Config) string {
+	return command(cfg, "images", "import", "FILE")
+}
+
+// doctorHint is the command that diagnoses cfg's set-up.
+func doctorHint(cfg *config.Config) string {
+	return command(cfg, "doctor")
+}
+
 // oneShot adapts an executor configuration for a command that runs a few
 // programs and exits (run, doctor): it keeps only the named languages, if
 // given and configured, and no pools, which would only create sandboxes

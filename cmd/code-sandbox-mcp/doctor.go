@@ -76,7 +76,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		img, err := client.GetImage(ctx, l.Image)
 		if err != nil {
 			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, ns, err),
-				fmt.Sprintf("`make setup` builds and imports the default images; or `code-sandbox-mcp --namespace %s images import FILE`", ns))
+				fmt.Sprintf("import it: `%s` (`make setup` builds and imports the default images)", importHint(cfg)))
 			continue
 		}
 		present[name] = true

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
+	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
 
@@ -91,6 +93,9 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 	res, err := ex.Run(ctx, exec.Request{Language: lang, Code: code, Timeout: timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		if hint := runHint(cfg, err); hint != "" {
+			fmt.Fprintf(stderr, "code-sandbox-mcp run: %s\n", hint)
+		}
 		return exitSandbox
 	}
 	stdout.Write(res.Stdout)
@@ -104,6 +109,18 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", mcpserver.StatusLine(res, lim))
 	}
 	return exitStatus(res)
+}
+
+// runHint is the one thing to do about a run's error, if it is a set-up
+// problem: as mcpserver tells a model, by the error's errdefs class.
+func runHint(cfg *config.Config, err error) string {
+	switch {
+	case errdefs.IsNotFound(err):
+		return "import the image: `" + importHint(cfg) + "`"
+	case errdefs.IsFailedPrecondition(err), errdefs.IsUnavailable(err), errdefs.IsPermissionDenied(err):
+		return "diagnose the set-up: `" + doctorHint(cfg) + "`"
+	}
+	return ""
 }
 
 // exitStatus maps a run's ending to an exit status, as a shell would: the

@@ -116,7 +116,7 @@ func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Rea
 // serveWith is serve with the executor made by newExecutor.
 func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
 	lx := &lazyExecutor{newExecutor: newExecutor}
-	s, err := mcpserver.New(ctx, mcpserver.Options{Version: version}, cfg.Enabled(), lx.Run)
+	s, err := mcpserver.New(ctx, mcpserver.Options{Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg)}, cfg.Enabled(), lx.Run)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)
 	}

@@ -3,11 +3,18 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
@@ -131,5 +138,75 @@ func TestServeStopsTheWarmUp(t *testing.T) {
 	returned.Lock()
 	if created, closed := c.counts(); created != closed {
 		t.Errorf("created %d executors, closed %d; want every one closed", created, closed)
+	}
+}
+
+func TestHints(t *testing.T) {
+	cfg := config.Default()
+	if got, want := importHint(cfg), "code-sandbox-mcp --namespace code-sandbox images import FILE"; got != want {
+		t.Errorf("import hint %q; want %q", got, want)
+	}
+	if got, want := doctorHint(cfg), "code-sandbox-mcp --namespace code-sandbox doctor"; got != want {
+		t.Errorf("doctor hint %q; want %q", got, want)
+	}
+	cfg.Containerd.Address, cfg.Containerd.Namespace = "/run/other.sock", "mine"
+	if got, want := importHint(cfg), "code-sandbox-mcp --address /run/other.sock --namespace mine images import FILE"; got != want {
+		t.Errorf("import hint %q; want %q", got, want)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("image x: %w", errdefs.ErrNotFound), importHint(cfg)},
+		{fmt.Errorf("no python: %w", errdefs.ErrFailedPrecondition), doctorHint(cfg)},
+		{fmt.Errorf("socket: %w", errdefs.ErrUnavailable), doctorHint(cfg)},
+		{errors.New("shim died"), ""},
+	} {
+		if got := runHint(cfg, tc.err); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
+			t.Errorf("runHint(%v) = %q; want one with %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// failingExecutor fails every run with err.
+type failingExecutor struct{ err error }
+
+func (e failingExecutor) Run(context.Context, exec.Request) (*exec.Result, error) { return nil, e.err }
+func (e failingExecutor) Close() error                                            { return nil }
+
+// The server serve builds tells a model the same import command as doctor
+// and run tell a user: the one of the configured namespace.
+func TestServeNamesTheImportCommand(t *testing.T) {
+	cfg := config.Default()
+	cfg.Containerd.Namespace = "elsewhere"
+	newExecutor := func(context.Context) (executor, error) {
+		return failingExecutor{fmt.Errorf("image x is not in containerd namespace elsewhere: %w", errdefs.ErrNotFound)}, nil
+	}
+	clientRead, serverWrite := io.Pipe()
+	serverRead, clientWrite := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveWith(t.Context(), cfg, newExecutor, serverRead, serverWrite, slog.New(slog.DiscardHandler))
+		serverWrite.Close()
+	}()
+	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var init mcp.InitializeRequest
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "print(1)"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := res.Content[0].(mcp.TextContent).Text; !res.IsError || !strings.Contains(text, "`"+importHint(cfg)+"`") {
+		t.Errorf("result %q (isError %v); want one naming `%s`", text, res.IsError, importHint(cfg))
+	}
+	c.Close() // closes the server's stdin
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -31,6 +31,15 @@ type RunFunc func(ctx context.Context, req exec.Request) (*exec.Result, error)
 type Options struct {
 	// Version is reported at initialize and in the environments resource.
 	Version string
+	// ImportHint is the command that imports a missing image, such as
+	// "code-sandbox-mcp --namespace code-sandbox images import FILE"; a
+	// result reporting a missing image tells the model to ask the user
+	// to run it.
+	ImportHint string
+	// DoctorHint is the command that diagnoses the server's set-up, such
+	// as "code-sandbox-mcp --namespace code-sandbox doctor"; a result
+	// reporting a set-up problem names it.
+	DoctorHint string
 }
 
 // New builds the MCP server: one tool per language in langs, each running
@@ -59,7 +68,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	}, opts...)
 	s := server.NewMCPServer(serverName, o.Version, opts...)
 	for i, l := range langs {
-		s.AddTool(newTool(l, sandboxes[i]), toolHandler(l.Name, l.Limits, run))
+		s.AddTool(newTool(l, sandboxes[i]), toolHandler(l.Name, l.Limits, run, o))
 	}
 	s.AddResource(
 		mcp.NewResource(EnvironmentsURI, "environments",

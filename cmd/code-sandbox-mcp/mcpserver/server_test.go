@@ -80,10 +80,17 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// testOptions are the options of the servers the tests build.
+var testOptions = Options{
+	Version:    "test",
+	ImportHint: "code-sandbox-mcp --namespace test-ns images import FILE",
+	DoctorHint: "code-sandbox-mcp --namespace test-ns doctor",
+}
+
 // newServer builds the server of langs on run.
 func newServer(t *testing.T, langs []config.Language, run RunFunc) *server.MCPServer {
 	t.Helper()
-	s, err := New(t.Context(), Options{Version: "test"}, langs, run)
+	s, err := New(t.Context(), testOptions, langs, run)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -180,7 +180,7 @@ func jsonKind(raw json.RawMessage) string {
 // toolHandler adapts one language's tool to the executor: validate the
 // arguments, run, build the result. Every failure is a result with isError
 // set, never a Go error, so the model reads it.
-func toolHandler(lang string, lim config.Limits, run RunFunc) server.ToolHandlerFunc {
+func toolHandler(lang string, lim config.Limits, run RunFunc, o Options) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		a, err := parseArgs(req.GetRawArguments(), lang, lim)
 		if err != nil {
@@ -188,23 +188,36 @@ func toolHandler(lang string, lim config.Limits, run RunFunc) server.ToolHandler
 		}
 		res, err := run(ctx, exec.Request{Language: lang, Code: a.code, Timeout: a.timeout})
 		if err != nil {
-			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err)), nil
+			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err, o)), nil
 		}
 		return toolResult(res, lim), nil
 	}
 }
 
-// sandboxErrorText explains why the sandbox could not run a program.
-func sandboxErrorText(ctx context.Context, lang string, err error) string {
+// sandboxErrorText explains why the sandbox could not run a program: what
+// is wrong, whether it is the code's fault, whether retrying helps, and
+// the one thing to do. The kind of failure is the errdefs class of err.
+func sandboxErrorText(ctx context.Context, lang string, err error, o Options) string {
+	ask := func(what, command string) string {
+		if command == "" {
+			return "ask the user to " + what + "."
+		}
+		return fmt.Sprintf("ask the user to %s: `%s`.", what, command)
+	}
 	switch {
 	case ctx.Err() != nil:
-		return "The run was cancelled before it finished; its sandbox was removed."
+		return "The call was cancelled before the program finished, so there is no result; its sandbox is being removed."
 	case errdefs.IsInvalidArgument(err):
-		return fmt.Sprintf("Invalid request: %v. Nothing was run.", err)
+		return fmt.Sprintf("Invalid request: %v. Nothing was run: fix the arguments and call again.", err)
 	case errdefs.IsNotFound(err):
-		return fmt.Sprintf("The %s sandbox image is missing, so nothing was run: %v. This is a set-up problem of the server, not of your code: ask the user to import the image.", lang, err)
+		return fmt.Sprintf("The %s sandbox image is missing, so nothing was run: %v. This is a set-up problem of the server, not of your code, and retrying will not help until the image is there: %s",
+			lang, err, ask("import it", o.ImportHint))
+	case errdefs.IsFailedPrecondition(err):
+		return fmt.Sprintf("The server's %s sandbox is set up wrongly, so the program could not run: %v. This is a problem of the server's set-up, not of your code, and retrying will not help until it is fixed: %s",
+			lang, err, ask("diagnose it", o.DoctorHint))
 	case errdefs.IsUnavailable(err), errdefs.IsPermissionDenied(err):
-		return fmt.Sprintf("The sandbox is not available, so nothing was run: %v. This is a set-up problem of the server, not of your code; retrying will not help until it is fixed (`code-sandbox-mcp doctor` diagnoses it).", err)
+		return fmt.Sprintf("The sandbox runtime cannot be used, so the program could not run: %v. This is a set-up problem of the server, not of your code, and retrying will not help until it is fixed: %s",
+			err, ask("diagnose it", o.DoctorHint))
 	default:
 		return fmt.Sprintf("The sandbox failed to run the program: %v. This is not a problem of your code; retrying may help.", err)
 	}

@@ -120,21 +120,49 @@ func TestToolCallBadArguments(t *testing.T) {
 	}
 }
 
-// Sandbox errors: an error result that says what to do.
+// Sandbox errors: an error result that says what is wrong, whose fault
+// it is, whether retrying helps, and the one thing to do.
 func TestToolCallSandboxErrors(t *testing.T) {
 	for _, tc := range []struct {
-		err  error
-		want string
+		name    string
+		err     error
+		want    []string
+		notWant []string
 	}{
-		{fmt.Errorf("image x is not in containerd namespace %q: %w; import it with `code-sandbox-mcp images import FILE`", "code-sandbox", errdefs.ErrNotFound), "images import"},
-		{fmt.Errorf("socket missing: %w", errdefs.ErrUnavailable), "doctor"},
-		{fmt.Errorf("bad: %w", errdefs.ErrInvalidArgument), "Invalid request"},
-		{errors.New("shim died"), "retrying may help"},
+		{"bad request", fmt.Errorf("timeout 200s is over the maximum of 2m0s: %w", errdefs.ErrInvalidArgument),
+			[]string{"Invalid request: timeout 200s", "Nothing was run", "fix the arguments"}, []string{"doctor", "import"}},
+		{"missing image", fmt.Errorf("image x for python is not in containerd namespace %q: %w", "test-ns", errdefs.ErrNotFound),
+			[]string{"image x for python", "not of your code", "retrying will not help", "ask the user to import", testOptions.ImportHint}, []string{"doctor", "retrying may help"}},
+		{"bad set-up", fmt.Errorf("start python in image x: exec: python: not found: %w", errdefs.ErrFailedPrecondition),
+			[]string{"python: not found", "not of your code", "retrying will not help", testOptions.DoctorHint}, []string{"import", "retrying may help"}},
+		{"pull refused", fmt.Errorf("pull image x: tls: certificate signed by unknown authority: %w", errdefs.ErrFailedPrecondition),
+			[]string{"certificate", "retrying will not help", testOptions.DoctorHint}, []string{"retrying may help"}},
+		{"containerd down", fmt.Errorf("connect: socket missing: %w", errdefs.ErrUnavailable),
+			[]string{"socket missing", "not of your code", "retrying will not help", testOptions.DoctorHint}, []string{"retrying may help"}},
+		{"containerd denies", fmt.Errorf("connect: %w", errdefs.ErrPermissionDenied),
+			[]string{"not of your code", testOptions.DoctorHint}, []string{"retrying may help"}},
+		{"deadline", fmt.Errorf("create task: %w", context.DeadlineExceeded),
+			[]string{"create task", "not a problem of your code", "retrying may help"}, []string{"doctor", "will not help"}},
+		{"other", errors.New("shim died"),
+			[]string{"shim died", "retrying may help"}, []string{"doctor", "will not help"}},
 	} {
-		run := func(context.Context, exec.Request) (*exec.Result, error) { return nil, tc.err }
-		if text, isErr, _ := callTool(t, t.Context(), runClient(t, run), "run_python_code", map[string]any{"code": "x"}); !isErr || !strings.Contains(text, tc.want) {
-			t.Errorf("%v: %q, isError %v; want an error result with %q", tc.err, text, isErr, tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(context.Context, exec.Request) (*exec.Result, error) { return nil, tc.err }
+			text, isErr, _ := callTool(t, t.Context(), runClient(t, run), "run_python_code", map[string]any{"code": "x"})
+			if !isErr {
+				t.Errorf("isError false; want true")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("text has no %q:\n%s", w, text)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(text, w) {
+					t.Errorf("text has %q:\n%s", w, text)
+				}
+			}
+		})
 	}
 }
 
@@ -173,14 +201,19 @@ func TestCancelledCallText(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	h := toolHandler("python", pythonLimits(t), run)
+	h := toolHandler("python", pythonLimits(t), run, testOptions)
 	go func() {
 		<-started
 		cancel()
 	}()
 	res, err := h(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Arguments: map[string]any{"code": "x"}}})
-	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(mcp.TextContent).Text, "cancelled") {
-		t.Errorf("got %+v, %v; want a cancelled error result", res, err)
+	if err != nil || !res.IsError {
+		t.Fatalf("got %+v, %v; want an error result", res, err)
+	}
+	// The sandbox's removal runs on after the call returns: the text may
+	// not claim it is done.
+	if text := res.Content[0].(mcp.TextContent).Text; !strings.Contains(text, "cancelled") || !strings.Contains(text, "is being removed") {
+		t.Errorf("text %q; want one saying the call was cancelled and its sandbox is being removed", text)
 	}
 }
 
