@@ -39,7 +39,7 @@ usage:
   code-sandbox-mcp version                         print the version
   code-sandbox-mcp help                            print this help
 
-global flags (also accepted after the subcommand):
+global flags (before the subcommand; run and doctor accept them after it too):
   --config FILE             TOML configuration (env CODE_SANDBOX_CONFIG); see sandbox.toml.example
   --address PATH            containerd socket (env CONTAINERD_ADDRESS)
   --namespace NAME          containerd namespace (env CONTAINERD_NAMESPACE)
@@ -130,7 +130,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 		return exitOK
 	}
 
-	// Subcommands accept the global flags after their name too.
+	// run and doctor accept the global flags after their name too; images
+	// parses its own verbs, and serve takes no arguments.
 	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	sub.SetOutput(stderr)
 	g.register(sub)
