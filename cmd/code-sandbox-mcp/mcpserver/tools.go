@@ -141,7 +141,7 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 	if n := len(a.code); int64(n) > lim.CodeBytes {
 		return a, fmt.Errorf(`argument "code" is %d bytes; the limit is %s (%d bytes): send a shorter program`, n, config.Size(lim.CodeBytes), lim.CodeBytes)
 	}
-	maxSec := lim.MaxTimeout / time.Second
+	maxSec := int64(lim.MaxTimeout / time.Second) // a count of seconds, as the argument is
 	if rt, ok := m["timeout_seconds"]; ok && !bytes.Equal(bytes.TrimSpace(rt), []byte("null")) {
 		var f float64
 		if err := json.Unmarshal(rt, &f); err != nil {
