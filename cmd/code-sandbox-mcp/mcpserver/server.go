@@ -1,15 +1,19 @@
 // Package mcpserver is the MCP face of code-sandbox-mcp: it builds the
 // server that offers one tool per language and the environments resource,
 // validates a call's arguments, hands the program to a RunFunc and turns
-// what came back into a result a model can read and act on. It does not
-// know containerd, flags, configuration files or a transport: runs go
-// through the RunFunc it is given, and a caller serves the server it
-// returns over stdio, or over any other transport, by calling New again.
+// what came back into a result a model can read and act on. What it says
+// about a sandbox (network, writable paths, memory, CPUs, processes) is
+// read back from the OCI spec package oci generates for the language. It
+// must not know containerd, flags or a transport: it never talks to
+// containerd (runs go through the RunFunc it is given, and the commands
+// its advice names come in Options), and a caller serves the server New
+// returns over stdio, or over another transport by calling New again.
 package mcpserver
 
 import (
 	"context"
 	"encoding/json"
+	"slices"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -27,7 +31,8 @@ const serverName = "code-sandbox-mcp"
 // RunFunc runs one program; (*exec.Executor).Run is one.
 type RunFunc func(ctx context.Context, req exec.Request) (*exec.Result, error)
 
-// Options are what the server says about itself.
+// Options are what the server says about itself, and the commands its
+// advice names, which only its caller knows.
 type Options struct {
 	// Version is reported at initialize and in the environments resource.
 	Version string
@@ -62,9 +67,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		server.WithResourceCapabilities(false, false),
 		server.WithRecovery(),
 		server.WithOutputSchemaValidation(),
-		server.WithInstructions("Runs code in fresh, isolated, network-less sandboxes: one tool per language. " +
-			"Print the results you need; each call starts from scratch. " +
-			"The resource " + EnvironmentsURI + " lists the languages, images and limits."),
+		server.WithInstructions(instructions(sandboxes)),
 	}, opts...)
 	s := server.NewMCPServer(serverName, o.Version, opts...)
 	for i, l := range langs {
@@ -86,6 +89,18 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		},
 	)
 	return s, nil
+}
+
+// instructions tells a model what the server is for; "network-less" only
+// if no language's spec gives a network.
+func instructions(sandboxes []sandbox) string {
+	kind := "fresh, isolated"
+	if !slices.ContainsFunc(sandboxes, func(sb sandbox) bool { return sb.Network }) {
+		kind += ", network-less"
+	}
+	return "Runs code in " + kind + " sandboxes: one tool per language. " +
+		"Print the results you need; each call starts from scratch. " +
+		"The resource " + EnvironmentsURI + " lists the languages, images and limits."
 }
 
 // environment is one language in the environments resource.

@@ -242,6 +242,17 @@ func TestEnvironmentsResource(t *testing.T) {
 	}
 }
 
+// The instructions call the sandboxes network-less only if no spec gives
+// one a network.
+func TestInstructions(t *testing.T) {
+	if got := instructions([]sandbox{{}, {}}); !strings.Contains(got, "network-less") {
+		t.Errorf("instructions without a network: %q; want network-less", got)
+	}
+	if got := instructions([]sandbox{{}, {Posture: oci.Posture{Network: true}}}); strings.Contains(got, "network-less") {
+		t.Errorf("instructions with a network: %q; want no network-less", got)
+	}
+}
+
 // TestSandboxFactsFollowTheSpec checks what the environments resource and
 // the tool descriptions say about the sandbox against the spec each
 // language's policy generates, read here straight from the spec's fields.
