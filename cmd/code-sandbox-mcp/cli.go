@@ -39,7 +39,7 @@ usage:
   code-sandbox-mcp version                         print the version
   code-sandbox-mcp help                            print this help
 
-global flags (also accepted after the subcommand):
+global flags (before the subcommand; run and doctor accept them after it too):
   --config FILE             TOML configuration (env CODE_SANDBOX_CONFIG); see sandbox.toml.example
   --address PATH            containerd socket (env CONTAINERD_ADDRESS)
   --namespace NAME          containerd namespace (env CONTAINERD_NAMESPACE)
@@ -130,7 +130,8 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 		return exitOK
 	}
 
-	// Subcommands accept the global flags after their name too.
+	// run and doctor accept the global flags after their name too; images
+	// parses its own verbs, and serve takes no arguments.
 	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	sub.SetOutput(stderr)
 	g.register(sub)
@@ -259,6 +260,31 @@ func loadConfig(g globals, env lookupFunc) (*config.Config, error) {
 		return nil, fmt.Errorf("configuration after flags and environment: %w", err)
 	}
 	return cfg, nil
+}
+
+// command is the command line of this program with args, against the
+// containerd of cfg: with --namespace always, so that it acts on the
+// server's namespace whatever the environment of whoever runs it, and
+// with --address when the socket is not the default one. Every hint that
+// names a command (import an image, run doctor) is built here, so that
+// they all say the same.
+func command(cfg *config.Config, args ...string) string {
+	parts := []string{"code-sandbox-mcp"}
+	if a := cfg.Containerd.Address; a != config.Default().Containerd.Address {
+		parts = append(parts, "--address", a)
+	}
+	parts = append(parts, "--namespace", cfg.Containerd.Namespace)
+	return strings.Join(append(parts, args...), " ")
+}
+
+// importHint is the command that imports an image into cfg's namespace.
+func importHint(cfg *config.Config) string {
+	return command(cfg, "images", "import", "FILE")
+}
+
+// doctorHint is the command that diagnoses cfg's set-up.
+func doctorHint(cfg *config.Config) string {
+	return command(cfg, "doctor")
 }
 
 // oneShot adapts an executor configuration for a command that runs a few

@@ -181,6 +181,40 @@ func TestRealMainUsage(t *testing.T) {
 	}
 }
 
+// The usage says where global flags go: before the subcommand, and after
+// it for run and doctor only (it said all subcommands took them after;
+// images and serve do not). Each case fails fast: the socket does not
+// exist, or the flag is refused before anything connects.
+func TestGlobalFlagsWhereUsageSays(t *testing.T) {
+	if !strings.Contains(usage, "global flags (before the subcommand; run and doctor accept them after it too)") {
+		t.Fatalf("usage no longer says where global flags go; update this test with it:\n%s", usage)
+	}
+	const sock = "/nonexistent/containerd.sock"
+	for _, tc := range []struct {
+		args     []string
+		accepted bool
+	}{
+		{[]string{"--address", sock, "run", "--language", "python", "--code", "x"}, true},
+		{[]string{"run", "--address", sock, "--language", "python", "--code", "x"}, true},
+		{[]string{"--address", sock, "doctor"}, true},
+		{[]string{"doctor", "--address", sock}, true},
+		{[]string{"--address", sock, "images", "list"}, true},
+		{[]string{"images", "list", "--address", sock}, false},
+		{[]string{"images", "--address", sock, "list"}, false},
+		{[]string{"serve", "--address", sock}, false},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, envMap(nil))
+		// A refused flag is a usage error, an undefined flag of the
+		// verb, or taken for the verb; an accepted one is dialled.
+		refused := code == exitUsage || strings.Contains(stderr.String(), "flag provided but not defined") || strings.Contains(stderr.String(), "unknown verb")
+		accepted := !refused && strings.Contains(stdout.String()+stderr.String(), sock)
+		if accepted != tc.accepted || code == exitOK {
+			t.Errorf("%q: exit %d, accepted %v; want accepted %v and a failure\nstdout: %s\nstderr: %s", tc.args, code, accepted, tc.accepted, stdout.String(), stderr.String())
+		}
+	}
+}
+
 func TestOneShotKeepsNoPools(t *testing.T) {
 	ec := exec.Config{Languages: []config.Language{
 		{Name: "javascript", Image: "j", Pool: 2},

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
@@ -75,7 +76,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		img, err := client.GetImage(ctx, l.Image)
 		if err != nil {
 			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, ns, err),
-				fmt.Sprintf("`make setup` builds and imports the default images; or `code-sandbox-mcp --namespace %s images import FILE`", ns))
+				fmt.Sprintf("import it: `%s` (`make setup` builds and imports the default images)", importHint(cfg)))
 			continue
 		}
 		present[name] = true
@@ -122,7 +123,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		case err != nil:
 			c.fail(what, err.Error(), "see the log above (--log-level debug) and containerd's log")
 		case res.Failed() || strings.TrimSpace(string(res.Stdout)) != want:
-			c.fail(what, fmt.Sprintf("stdout %q, stderr %q, %s", res.Stdout, res.Stderr, statusLine(res, lang.Limits)),
+			c.fail(what, fmt.Sprintf("stdout %q, stderr %q, %s", res.Stdout, res.Stderr, mcpserver.StatusLine(res, lang.Limits)),
 				"check that the image has "+lang.Command[0]+" and that runs work (`code-sandbox-mcp run --language "+name+" -`)")
 		default:
 			c.ok(what, fmt.Sprintf("%s in %s (run %s)", want, took, res.Duration.Round(time.Millisecond)))

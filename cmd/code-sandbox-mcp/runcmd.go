@@ -8,9 +8,13 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
+	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
 
@@ -89,6 +93,9 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 	res, err := ex.Run(ctx, exec.Request{Language: lang, Code: code, Timeout: timeout})
 	if err != nil {
 		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		if hint := runHint(cfg, err); hint != "" {
+			fmt.Fprintf(stderr, "code-sandbox-mcp run: %s\n", hint)
+		}
 		return exitSandbox
 	}
 	stdout.Write(res.Stdout)
@@ -98,36 +105,44 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 	}
 	l, _ := cfg.Language(lang)
 	lim := l.Limits
-	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.StdoutDropped > 0 || res.StderrDropped > 0 {
-		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", statusLine(res, lim))
+	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.ExitCode > 128 || res.StdoutDropped > 0 || res.StderrDropped > 0 {
+		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", mcpserver.StatusLine(res, lim))
 	}
 	return exitStatus(res)
 }
 
+// runHint is the one thing to do about a run's error, if it is a set-up
+// problem: as mcpserver tells a model, by the error's errdefs class.
+func runHint(cfg *config.Config, err error) string {
+	switch {
+	case errdefs.IsNotFound(err):
+		return "import the image: `" + importHint(cfg) + "`"
+	case errdefs.IsFailedPrecondition(err), errdefs.IsUnavailable(err), errdefs.IsPermissionDenied(err):
+		return "diagnose the set-up: `" + doctorHint(cfg) + "`"
+	}
+	return ""
+}
+
 // exitStatus maps a run's ending to an exit status, as a shell would: the
 // program's own status, 128+N for signal N, 124 for a timeout (as timeout(1)).
+// A status of 129 or more without a signal is the program's own, and
+// passed on as it is.
 func exitStatus(r *exec.Result) int {
 	switch {
 	case r.TimedOut:
 		return 124
 	case r.Signal != "":
-		if s, ok := signals[r.Signal]; ok {
-			return 128 + int(s)
+		if n := unix.SignalNum(r.Signal); n > 0 {
+			return 128 + int(n)
 		}
-		return 128 + int(syscall.SIGKILL)
+		// A name unknown here: containerd's status, if it is a
+		// signal's.
+		if r.ExitCode > 128 && r.ExitCode <= 255 {
+			return r.ExitCode
+		}
+		return exitFailure
 	case r.ExitCode < 0 || r.ExitCode > 255:
 		return exitFailure
 	}
 	return r.ExitCode
-}
-
-// signals maps the names of the signals a program is commonly killed by to
-// their numbers.
-var signals = map[string]syscall.Signal{
-	"SIGHUP": syscall.SIGHUP, "SIGINT": syscall.SIGINT, "SIGQUIT": syscall.SIGQUIT,
-	"SIGILL": syscall.SIGILL, "SIGTRAP": syscall.SIGTRAP, "SIGABRT": syscall.SIGABRT,
-	"SIGBUS": syscall.SIGBUS, "SIGFPE": syscall.SIGFPE, "SIGKILL": syscall.SIGKILL,
-	"SIGUSR1": syscall.SIGUSR1, "SIGSEGV": syscall.SIGSEGV, "SIGUSR2": syscall.SIGUSR2,
-	"SIGPIPE": syscall.SIGPIPE, "SIGALRM": syscall.SIGALRM, "SIGTERM": syscall.SIGTERM,
-	"SIGXCPU": syscall.SIGXCPU, "SIGXFSZ": syscall.SIGXFSZ, "SIGSYS": syscall.SIGSYS,
 }

@@ -2,135 +2,79 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 
-	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
 
-// environmentsURI is the resource that lists the configured languages.
-const environmentsURI = "sandbox://environments"
-
-// newServer builds the MCP server: one tool per enabled language, and the
-// environments resource.
-func newServer(cfg *config.Config, run runFunc, opts ...server.ServerOption) *server.MCPServer {
-	opts = append([]server.ServerOption{
-		server.WithToolCapabilities(false),
-		server.WithResourceCapabilities(false, false),
-		server.WithRecovery(),
-		server.WithOutputSchemaValidation(),
-		server.WithInstructions("Runs code in fresh, isolated, network-less sandboxes: one tool per language. " +
-			"Print the results you need; each call starts from scratch. " +
-			"The resource " + environmentsURI + " lists the languages, images and limits."),
-	}, opts...)
-	s := server.NewMCPServer("code-sandbox-mcp", version, opts...)
-	for _, l := range cfg.Enabled() {
-		s.AddTool(newTool(l), toolHandler(l.Name, l.Limits, run))
-	}
-	s.AddResource(
-		mcp.NewResource(environmentsURI, "environments",
-			mcp.WithResourceDescription("The languages this server runs: tool, image, command and limits of each."),
-			mcp.WithMIMEType("application/json"),
-		),
-		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			data, err := json.MarshalIndent(environments(cfg), "", "  ")
-			if err != nil {
-				return nil, err
-			}
-			return []mcp.ResourceContents{mcp.TextResourceContents{
-				URI: environmentsURI, MIMEType: "application/json", Text: string(data),
-			}}, nil
-		},
-	)
-	return s
+// executor is what the server uses of an *exec.Executor.
+type executor interface {
+	Run(ctx context.Context, req exec.Request) (*exec.Result, error)
+	Close() error
 }
 
-// environment is one language in the environments resource.
-type environment struct {
-	Tool        string       `json:"tool"`
-	Image       string       `json:"image"`
-	Command     []string     `json:"command"`
-	File        string       `json:"file"`
-	Description string       `json:"description"`
-	Limits      limitsOutput `json:"limits"`
-}
+// newExecutorFunc connects to containerd and prepares the sandboxes.
+type newExecutorFunc func(ctx context.Context) (executor, error)
 
-type limitsOutput struct {
-	MemoryBytes          int64    `json:"memory_bytes"`
-	CPUs                 float64  `json:"cpus"`
-	Pids                 int64    `json:"pids"`
-	TmpBytes             int64    `json:"tmp_bytes"`
-	FileBytes            int64    `json:"file_bytes"`
-	OpenFiles            uint64   `json:"open_files"`
-	TimeoutSeconds       float64  `json:"timeout_seconds"`
-	MaxTimeoutSeconds    float64  `json:"max_timeout_seconds"`
-	OutputBytesPerStream int64    `json:"output_bytes_per_stream"`
-	CodeBytes            int64    `json:"code_bytes"`
-	Network              bool     `json:"network"`
-	ReadOnlyRootFS       bool     `json:"read_only_rootfs"`
-	WritablePaths        []string `json:"writable_paths"`
-}
-
-func environments(cfg *config.Config) map[string]any {
-	langs := map[string]environment{}
-	for _, l := range cfg.Enabled() {
-		lim := l.Limits
-		langs[l.Name] = environment{
-			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description,
-			Limits: limitsOutput{
-				MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
-				TmpBytes: lim.TmpBytes, FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
-				TimeoutSeconds:       lim.Timeout.Seconds(),
-				MaxTimeoutSeconds:    lim.MaxTimeout.Seconds(),
-				OutputBytesPerStream: lim.OutputBytes, CodeBytes: lim.CodeBytes,
-				Network: false, ReadOnlyRootFS: true, WritablePaths: []string{"/tmp"},
-			},
+// connect returns the newExecutorFunc of ec: exec.New, then Prepare.
+func connect(ec exec.Config, logger *slog.Logger) newExecutorFunc {
+	return func(ctx context.Context) (executor, error) {
+		ex, err := exec.New(ctx, ec)
+		if err != nil {
+			return nil, err
 		}
+		// A missing image fails Prepare but not the other languages: keep
+		// the executor, and let each run report its own language's problem.
+		if err := ex.Prepare(ctx); err != nil {
+			logger.Warn("preparing the sandboxes", "err", err)
+		}
+		return ex, nil
 	}
-	return map[string]any{"server": "code-sandbox-mcp", "version": version, "languages": langs}
 }
+
+// errShuttingDown is what a call gets once the executor is closed.
+var errShuttingDown = errors.New("the server is shutting down")
 
 // lazyExecutor connects to containerd on first use and again after a
 // failure, so that a server started before containerd (or before its
 // images were imported) recovers without a restart, and each call's error
-// says what is wrong.
+// says what is wrong. Once closed it makes no executor: one made then
+// would never be closed, and its pools would outlive the server.
 type lazyExecutor struct {
-	cfg    exec.Config
-	logger *slog.Logger
+	newExecutor newExecutorFunc
 
-	mu sync.Mutex
-	ex *exec.Executor
+	mu     sync.Mutex
+	ex     executor
+	closed bool
 }
 
 // get returns the executor, connecting and preparing it if needed.
-func (l *lazyExecutor) get(ctx context.Context) (*exec.Executor, error) {
+func (l *lazyExecutor) get(ctx context.Context) (executor, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errShuttingDown
+	}
 	if l.ex != nil {
 		return l.ex, nil
 	}
-	ex, err := exec.New(ctx, l.cfg)
+	ex, err := l.newExecutor(ctx)
 	if err != nil {
 		return nil, err
-	}
-	// A missing image fails Prepare but not the other languages: keep the
-	// executor, and let each run report its own language's problem.
-	if err := ex.Prepare(ctx); err != nil {
-		l.logger.Warn("preparing the sandboxes", "err", err)
 	}
 	l.ex = ex
 	return ex, nil
 }
 
-// Run implements runFunc.
+// Run implements mcpserver.RunFunc.
 func (l *lazyExecutor) Run(ctx context.Context, req exec.Request) (*exec.Result, error) {
 	ex, err := l.get(ctx)
 	if err != nil {
@@ -139,10 +83,13 @@ func (l *lazyExecutor) Run(ctx context.Context, req exec.Request) (*exec.Result,
 	return ex.Run(ctx, req)
 }
 
-// Close closes the executor if there is one.
+// Close closes the executor if there is one, and keeps any from being
+// made after it. It waits for a connect in progress: cancel its context
+// first.
 func (l *lazyExecutor) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.closed = true
 	if l.ex == nil {
 		return nil
 	}
@@ -157,33 +104,50 @@ const stdioWorkers = 100
 
 // serve serves MCP over stdin/stdout until stdin ends or ctx is cancelled
 // (SIGINT, SIGTERM). In-flight runs are cancelled, which kills their
-// sandboxes, and the executor is closed before it returns.
+// sandboxes, the connect started ahead is cancelled and waited for, and
+// the executor is closed before it returns.
 func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
 	set, unset := passEnvNames(cfg, env)
 	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
 		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
+	return serveWith(ctx, cfg, connect(execConfig(cfg, env, logger), logger), stdin, stdout, logger)
+}
 
-	lx := &lazyExecutor{cfg: execConfig(cfg, env, logger), logger: logger}
+// serveWith is serve with the executor made by newExecutor.
+func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+	lx := &lazyExecutor{newExecutor: newExecutor}
+	s, err := mcpserver.New(ctx, mcpserver.Options{Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg)}, cfg.Enabled(), lx.Run)
+	if err != nil {
+		return fmt.Errorf("build the MCP server: %w", err)
+	}
+	// Connect and prepare now, so the first call does not pay for it; a
+	// failure is logged and retried at the first call, which reports it.
+	// At shutdown the warm-up is cancelled and waited for before the
+	// executor is closed (deferred calls run last first).
+	warmCtx, stopWarmUp := context.WithCancel(ctx)
+	warmed := make(chan struct{})
 	defer func() {
 		if err := lx.Close(); err != nil {
 			logger.Warn("closing the executor", "err", err)
 		}
 	}()
-	// Connect and prepare now, so the first call does not pay for it; a
-	// failure is logged and retried at the first call, which reports it.
+	defer func() {
+		stopWarmUp()
+		<-warmed
+	}()
 	go func() {
-		if _, err := lx.get(ctx); err != nil && ctx.Err() == nil {
+		defer close(warmed)
+		if _, err := lx.get(warmCtx); err != nil && warmCtx.Err() == nil {
 			logger.Error("containerd is not usable yet; calls will fail until it is", "err", err)
 		}
 	}()
 
-	s := newServer(cfg, lx.Run)
 	stdio := server.NewStdioServer(s)
 	stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
 	server.WithWorkerPoolSize(stdioWorkers)(stdio)
 	server.WithQueueSize(10 * stdioWorkers)(stdio)
 
-	err := stdio.Listen(ctx, stdin, stdout)
+	err = stdio.Listen(ctx, stdin, stdout)
 	if ctx.Err() != nil {
 		logger.Info("shutting down", "reason", context.Cause(ctx))
 		return nil

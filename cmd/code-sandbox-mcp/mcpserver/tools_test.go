@@ -1,107 +1,22 @@
-package main
+package mcpserver
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
-
-// call sends one JSON-RPC message to a server built on run and returns
-// the response, decoded.
-func call(t *testing.T, cfg *config.Config, run runFunc, method string, params any) map[string]any {
-	t.Helper()
-	s := newServer(cfg, run)
-	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := s.HandleMessage(context.Background(), msg)
-	data, err := json.Marshal(resp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-func noRun(t *testing.T) runFunc {
-	return func(ctx context.Context, req exec.Request) (*exec.Result, error) {
-		t.Errorf("Run called with %+v; want nothing started", req)
-		return nil, errors.New("not expected")
-	}
-}
-
-// TestToolsListGolden snapshots tools/list so that a change of a tool's
-// name, description or schema is deliberate: go test -run Golden -update.
-func TestToolsListGolden(t *testing.T) {
-	resp := call(t, config.Default(), noRun(t), "tools/list", map[string]any{})
-	got, err := json.MarshalIndent(resp["result"], "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	golden := filepath.Join("testdata", "tools_list.golden.json")
-	if *update {
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test -run Golden -update to create it)", err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("tools/list changed; if on purpose, run go test ./cmd/code-sandbox-mcp -run Golden -update\ngot:\n%s", got)
-	}
-
-	// Every schema is an object, every array has items.
-	var tools struct {
-		Tools []mcp.Tool `json:"tools"`
-	}
-	if err := json.Unmarshal(got, &tools); err != nil {
-		t.Fatal(err)
-	}
-	if len(tools.Tools) != 2 {
-		t.Fatalf("%d tools; want 2", len(tools.Tools))
-	}
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if v["type"] == "array" && v["items"] == nil {
-				t.Errorf("%s: array without items", path)
-			}
-			for k, e := range v {
-				walk(path+"."+k, e)
-			}
-		case []any:
-			for i, e := range v {
-				walk(fmt.Sprintf("%s[%d]", path, i), e)
-			}
-		}
-	}
-	walk("tools", resp["result"])
-}
 
 func TestParseArgs(t *testing.T) {
 	lim := pythonLimits(t)
@@ -144,21 +59,35 @@ func TestParseArgs(t *testing.T) {
 	}
 }
 
-// textOf returns a tool result's first text content and isError.
-func textOf(t *testing.T, resp map[string]any) (string, bool, map[string]any) {
+// callTool calls a tool through c and returns its text, isError and
+// structuredContent, decoded.
+func callTool(t *testing.T, ctx context.Context, c *client.Client, name string, args any) (string, bool, map[string]any) {
 	t.Helper()
-	res, ok := resp["result"].(map[string]any)
-	if !ok {
-		t.Fatalf("no result: %v", resp)
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: name, Arguments: args}})
+	if err != nil {
+		t.Fatalf("tools/call %s: %v; want a result", name, err)
 	}
-	content := res["content"].([]any)
-	text := content[0].(map[string]any)["text"].(string)
-	isErr, _ := res["isError"].(bool)
-	sc, _ := res["structuredContent"].(map[string]any)
-	return text, isErr, sc
+	if len(res.Content) == 0 {
+		t.Fatalf("tools/call %s: no content", name)
+	}
+	text, ok := res.Content[0].(mcp.TextContent)
+	if !ok {
+		t.Fatalf("tools/call %s: content %T; want text", name, res.Content[0])
+	}
+	var sc map[string]any
+	if res.StructuredContent != nil {
+		data, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return text.Text, res.IsError, sc
 }
 
-func TestToolCallThroughServer(t *testing.T) {
+func TestToolCall(t *testing.T) {
 	cfg := config.Default()
 	var got exec.Request
 	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
@@ -166,8 +95,7 @@ func TestToolCallThroughServer(t *testing.T) {
 		return &exec.Result{Language: req.Language, Image: cfg.Languages[req.Language].Image, Stdout: []byte("42\n"),
 			Timeout: 30 * time.Second, Duration: 1500 * time.Millisecond}, nil
 	}
-	resp := call(t, cfg, run, "tools/call", map[string]any{"name": "run_js_code", "arguments": map[string]any{"code": "console.log(42)", "timeout_seconds": 7}})
-	text, isErr, sc := textOf(t, resp)
+	text, isErr, sc := callTool(t, t.Context(), runClient(t, run), "run_js_code", map[string]any{"code": "console.log(42)", "timeout_seconds": 7})
 	if text != "42\n" || isErr {
 		t.Errorf("text %q, isError %v; want exactly stdout and no error", text, isErr)
 	}
@@ -180,55 +108,112 @@ func TestToolCallThroughServer(t *testing.T) {
 	if fmt.Sprint(sc) != fmt.Sprint(want) {
 		t.Errorf("structuredContent %v; want %v", sc, want)
 	}
+}
 
-	// Bad arguments: an error result, nothing run, not a JSON-RPC error.
+// Bad arguments: an error result, nothing run, not a JSON-RPC error.
+func TestToolCallBadArguments(t *testing.T) {
+	c := runClient(t, noRun(t))
 	for _, args := range []any{map[string]any{"code": 1}, map[string]any{"code": "x", "extra": true}, map[string]any{"code": ""}, "just a string"} {
-		resp := call(t, cfg, noRun(t), "tools/call", map[string]any{"name": "run_python_code", "arguments": args})
-		if resp["error"] != nil {
-			t.Errorf("%v: JSON-RPC error %v; want an error result", args, resp["error"])
-			continue
-		}
-		if text, isErr, _ := textOf(t, resp); !isErr || !strings.Contains(text, "Nothing was run") {
+		if text, isErr, _ := callTool(t, t.Context(), c, "run_python_code", args); !isErr || !strings.Contains(text, "Nothing was run") {
 			t.Errorf("%v: %q, isError %v; want an error result", args, text, isErr)
-		}
-	}
-
-	// Sandbox errors: an error result that says what to do.
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{fmt.Errorf("image x is not in containerd namespace %q: %w; import it with `code-sandbox-mcp images import FILE`", "code-sandbox", errdefs.ErrNotFound), "images import"},
-		{fmt.Errorf("socket missing: %w", errdefs.ErrUnavailable), "doctor"},
-		{fmt.Errorf("bad: %w", errdefs.ErrInvalidArgument), "Invalid request"},
-		{errors.New("shim died"), "retrying may help"},
-	} {
-		run := func(context.Context, exec.Request) (*exec.Result, error) { return nil, tc.err }
-		resp := call(t, cfg, run, "tools/call", map[string]any{"name": "run_python_code", "arguments": map[string]any{"code": "x"}})
-		if text, isErr, _ := textOf(t, resp); !isErr || !strings.Contains(text, tc.want) {
-			t.Errorf("%v: %q, isError %v; want an error result with %q", tc.err, text, isErr, tc.want)
 		}
 	}
 }
 
-func TestCancelledCall(t *testing.T) {
-	var started atomic.Bool
+// Sandbox errors: an error result that says what is wrong, whose fault
+// it is, whether retrying helps, and the one thing to do.
+func TestToolCallSandboxErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		want    []string
+		notWant []string
+	}{
+		{"bad request", fmt.Errorf("timeout 200s is over the maximum of 2m0s: %w", errdefs.ErrInvalidArgument),
+			[]string{"Invalid request: timeout 200s", "Nothing was run", "fix the arguments"}, []string{"doctor", "import"}},
+		{"missing image", fmt.Errorf("image x for python is not in containerd namespace %q: %w", "test-ns", errdefs.ErrNotFound),
+			[]string{"image x for python", "not of your code", "retrying will not help", "ask the user to import", testOptions.ImportHint}, []string{"doctor", "retrying may help"}},
+		{"bad set-up", fmt.Errorf("start python in image x: exec: python: not found: %w", errdefs.ErrFailedPrecondition),
+			[]string{"python: not found", "not of your code", "retrying will not help", testOptions.DoctorHint}, []string{"import", "retrying may help"}},
+		{"pull refused", fmt.Errorf("pull image x: tls: certificate signed by unknown authority: %w", errdefs.ErrFailedPrecondition),
+			[]string{"certificate", "retrying will not help", testOptions.DoctorHint}, []string{"retrying may help"}},
+		{"containerd down", fmt.Errorf("connect: socket missing: %w", errdefs.ErrUnavailable),
+			[]string{"socket missing", "not of your code", "retrying will not help", testOptions.DoctorHint}, []string{"retrying may help"}},
+		{"containerd denies", fmt.Errorf("connect: %w", errdefs.ErrPermissionDenied),
+			[]string{"not of your code", testOptions.DoctorHint}, []string{"retrying may help"}},
+		{"deadline", fmt.Errorf("create task: %w", context.DeadlineExceeded),
+			[]string{"create task", "not a problem of your code", "retrying may help"}, []string{"doctor", "will not help"}},
+		{"other", errors.New("shim died"),
+			[]string{"shim died", "retrying may help"}, []string{"doctor", "will not help"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			run := func(context.Context, exec.Request) (*exec.Result, error) { return nil, tc.err }
+			text, isErr, _ := callTool(t, t.Context(), runClient(t, run), "run_python_code", map[string]any{"code": "x"})
+			if !isErr {
+				t.Errorf("isError false; want true")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(text, w) {
+					t.Errorf("text has no %q:\n%s", w, text)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(text, w) {
+					t.Errorf("text has %q:\n%s", w, text)
+				}
+			}
+		})
+	}
+}
+
+// A call the client gives up on is cancelled on the server: the run's
+// context ends, which is what kills its sandbox.
+func TestAbandonedCallCancelsTheRun(t *testing.T) {
+	started, stopped := make(chan struct{}), make(chan struct{})
 	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
-		started.Store(true)
+		close(started)
+		<-ctx.Done()
+		close(stopped)
+		return nil, ctx.Err()
+	}
+	c := runClient(t, run)
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() {
+		<-started
+		cancel()
+	}()
+	if _, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "x"}}}); !errors.Is(err, context.Canceled) {
+		t.Errorf("CallTool: %v; want context.Canceled", err)
+	}
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run's context was not cancelled 10s after the client gave up on the call")
+	}
+}
+
+// A cancelled call's result says so.
+func TestCancelledCallText(t *testing.T) {
+	started := make(chan struct{})
+	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		close(started)
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	h := toolHandler("python", pythonLimits(t), run)
+	ctx, cancel := context.WithCancel(t.Context())
+	h := toolHandler("python", pythonLimits(t), run, testOptions)
 	go func() {
-		for !started.Load() {
-			time.Sleep(time.Millisecond)
-		}
+		<-started
 		cancel()
 	}()
 	res, err := h(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Arguments: map[string]any{"code": "x"}}})
-	if err != nil || !res.IsError || !strings.Contains(res.Content[0].(mcp.TextContent).Text, "cancelled") {
-		t.Errorf("got %+v, %v; want a cancelled error result", res, err)
+	if err != nil || !res.IsError {
+		t.Fatalf("got %+v, %v; want an error result", res, err)
+	}
+	// The sandbox's removal runs on after the call returns: the text may
+	// not claim it is done.
+	if text := res.Content[0].(mcp.TextContent).Text; !strings.Contains(text, "cancelled") || !strings.Contains(text, "is being removed") {
+		t.Errorf("text %q; want one saying the call was cancelled and its sandbox is being removed", text)
 	}
 }
 
@@ -255,6 +240,14 @@ func TestResultText(t *testing.T) {
 			"--- killed: out of memory (limit 512MiB); 0.00s ---"},
 		{"signal", exec.Result{ExitCode: -1, Signal: "SIGSEGV"},
 			"--- killed by SIGSEGV; 0.00s ---"},
+		// Over 128 without a signal: a signal the program got, or its own
+		// exit status; the status cannot tell which.
+		{"exit over 128", exec.Result{ExitCode: 139},
+			"--- exit code 139 (128+11: killed by SIGSEGV, or the program's own exit status); 0.00s ---"},
+		{"exit over 128, no signal name", exec.Result{ExitCode: 128 + 40},
+			"--- exit code 168 (128+40: killed by signal 40, or the program's own exit status); 0.00s ---"},
+		{"exit over 192", exec.Result{ExitCode: 200},
+			"--- exit code 200; 0.00s ---"},
 		{"truncated", exec.Result{Stdout: []byte(strings.Repeat("a", head) + strings.Repeat("b", 3)), StdoutDropped: 100},
 			strings.Repeat("a", head) + "\n[... 100 bytes dropped ...]\nbbb\n--- exit code 0; stdout truncated: 100 bytes dropped from the middle; 0.00s ---"},
 	} {
@@ -286,43 +279,6 @@ func TestToolResultFlags(t *testing.T) {
 		out := res.StructuredContent.(runOutput)
 		if out.StderrTruncatedBytes != tc.r.StderrDropped || !utf8.ValidString(out.Stdout) {
 			t.Errorf("%+v: structured %+v", tc.r, out)
-		}
-	}
-}
-
-func TestEnvironmentsResource(t *testing.T) {
-	resp := call(t, config.Default(), noRun(t), "resources/read", map[string]any{"uri": environmentsURI})
-	res := resp["result"].(map[string]any)
-	text := res["contents"].([]any)[0].(map[string]any)["text"].(string)
-	var env struct {
-		Languages map[string]environment `json:"languages"`
-	}
-	if err := json.Unmarshal([]byte(text), &env); err != nil {
-		t.Fatal(err)
-	}
-	py := env.Languages["python"]
-	if py.Tool != "run_python_code" || py.Image == "" || py.Limits.MemoryBytes != 512<<20 || py.Limits.Network {
-		t.Errorf("python environment %+v", py)
-	}
-	if env.Languages["javascript"].Tool != "run_js_code" {
-		t.Errorf("javascript environment %+v", env.Languages["javascript"])
-	}
-}
-
-func TestExitStatus(t *testing.T) {
-	for _, tc := range []struct {
-		r    exec.Result
-		want int
-	}{
-		{exec.Result{}, 0},
-		{exec.Result{ExitCode: 3}, 3},
-		{exec.Result{ExitCode: -1, Signal: "SIGKILL"}, 137},
-		{exec.Result{ExitCode: -1, Signal: "SIGSEGV"}, 139},
-		{exec.Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true}, 124},
-		{exec.Result{ExitCode: -1, Signal: "SIGKILL", OOMKilled: true}, 137},
-	} {
-		if got := exitStatus(&tc.r); got != tc.want {
-			t.Errorf("exitStatus(%+v) = %d; want %d", tc.r, got, tc.want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package mcpserver
 
 import (
 	"bytes"
@@ -7,22 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
-
-// runFunc runs one program; it is (*exec.Executor).Run, or a stand-in that
-// reports why there is no executor.
-type runFunc func(ctx context.Context, req exec.Request) (*exec.Result, error)
 
 // runOutput is a tool result's structuredContent; outputSchema declares it.
 type runOutput struct {
@@ -62,12 +59,13 @@ const outputSchema = `{
 }`
 
 // newTool describes one language's tool: the configured description with
-// the limits appended, so that what the model reads follows the config.
-func newTool(l config.Language) mcp.Tool {
+// what every run gets appended, so that what the model reads follows the
+// config and the spec.
+func newTool(l config.Language, sb sandbox) mcp.Tool {
 	name, lim := l.Name, l.Limits
 	maxSec := int(lim.MaxTimeout / time.Second)
 	return mcp.NewTool(l.Tool,
-		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim)),
+		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim, sb)),
 		mcp.WithString("code",
 			mcp.Required(),
 			mcp.MinLength(1),
@@ -88,16 +86,14 @@ func newTool(l config.Language) mcp.Tool {
 	)
 }
 
-// limitsSentence tells a model what every run of a language gets.
-func limitsSentence(l config.Limits) string {
-	cpus := strconv.FormatFloat(l.CPUs, 'f', -1, 64) + " CPU"
-	if l.CPUs != 1 {
-		cpus += "s"
-	}
-	return fmt.Sprintf("Each call runs in a brand-new, isolated container that is deleted afterwards: no network, no files from the host or from earlier calls, "+
-		"a read-only file system except /tmp (%s, also HOME). Limits: %s memory, %s, %d processes, %s per run by default (timeout_seconds up to %d). "+
+// limitsSentence tells a model what every run of a language gets: the
+// network, files, memory, CPU and processes as its spec enforces them (sb),
+// the time and output limits as the executor enforces them (l).
+func limitsSentence(l config.Limits, sb sandbox) string {
+	return fmt.Sprintf("Each call runs in a brand-new, isolated container that is deleted afterwards: %s, no files from the host or from earlier calls, "+
+		"%s. Limits: %s memory, %s, %d processes, %s per run by default (timeout_seconds up to %d). "+
 		"stdout and stderr are each cut to their first and last %s past %s.",
-		config.Size(l.TmpBytes), config.Size(l.MemoryBytes), cpus, l.Pids, l.Timeout, int(l.MaxTimeout/time.Second),
+		sb.networkPhrase(), sb.filesPhrase(), config.Size(sb.MemoryBytes), sb.cpusPhrase(), sb.Pids, l.Timeout, int(l.MaxTimeout/time.Second),
 		config.Size(l.OutputBytes/2), config.Size(l.OutputBytes))
 }
 
@@ -145,7 +141,7 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 	if n := len(a.code); int64(n) > lim.CodeBytes {
 		return a, fmt.Errorf(`argument "code" is %d bytes; the limit is %s (%d bytes): send a shorter program`, n, config.Size(lim.CodeBytes), lim.CodeBytes)
 	}
-	maxSec := lim.MaxTimeout / time.Second
+	maxSec := int64(lim.MaxTimeout / time.Second) // a count of seconds, as the argument is
 	if rt, ok := m["timeout_seconds"]; ok && !bytes.Equal(bytes.TrimSpace(rt), []byte("null")) {
 		var f float64
 		if err := json.Unmarshal(rt, &f); err != nil {
@@ -184,7 +180,7 @@ func jsonKind(raw json.RawMessage) string {
 // toolHandler adapts one language's tool to the executor: validate the
 // arguments, run, build the result. Every failure is a result with isError
 // set, never a Go error, so the model reads it.
-func toolHandler(lang string, lim config.Limits, run runFunc) server.ToolHandlerFunc {
+func toolHandler(lang string, lim config.Limits, run RunFunc, o Options) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		a, err := parseArgs(req.GetRawArguments(), lang, lim)
 		if err != nil {
@@ -192,23 +188,36 @@ func toolHandler(lang string, lim config.Limits, run runFunc) server.ToolHandler
 		}
 		res, err := run(ctx, exec.Request{Language: lang, Code: a.code, Timeout: a.timeout})
 		if err != nil {
-			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err)), nil
+			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err, o)), nil
 		}
 		return toolResult(res, lim), nil
 	}
 }
 
-// sandboxErrorText explains why the sandbox could not run a program.
-func sandboxErrorText(ctx context.Context, lang string, err error) string {
+// sandboxErrorText explains why the sandbox could not run a program: what
+// is wrong, whether it is the code's fault, whether retrying helps, and
+// the one thing to do. The kind of failure is the errdefs class of err.
+func sandboxErrorText(ctx context.Context, lang string, err error, o Options) string {
+	ask := func(what, command string) string {
+		if command == "" {
+			return "ask the user to " + what + "."
+		}
+		return fmt.Sprintf("ask the user to %s: `%s`.", what, command)
+	}
 	switch {
 	case ctx.Err() != nil:
-		return "The run was cancelled before it finished; its sandbox was removed."
+		return "The call was cancelled before the program finished, so there is no result; its sandbox is being removed."
 	case errdefs.IsInvalidArgument(err):
-		return fmt.Sprintf("Invalid request: %v. Nothing was run.", err)
+		return fmt.Sprintf("Invalid request: %v. Nothing was run: fix the arguments and call again.", err)
 	case errdefs.IsNotFound(err):
-		return fmt.Sprintf("The %s sandbox image is missing, so nothing was run: %v. This is a set-up problem of the server, not of your code: ask the user to import the image.", lang, err)
+		return fmt.Sprintf("The %s sandbox image is missing, so nothing was run: %v. This is a set-up problem of the server, not of your code, and retrying will not help until the image is there: %s",
+			lang, err, ask("import it", o.ImportHint))
+	case errdefs.IsFailedPrecondition(err):
+		return fmt.Sprintf("The server's %s sandbox is set up wrongly, so the program could not run: %v. This is a problem of the server's set-up, not of your code, and retrying will not help until it is fixed: %s",
+			lang, err, ask("diagnose it", o.DoctorHint))
 	case errdefs.IsUnavailable(err), errdefs.IsPermissionDenied(err):
-		return fmt.Sprintf("The sandbox is not available, so nothing was run: %v. This is a set-up problem of the server, not of your code; retrying will not help until it is fixed (`code-sandbox-mcp doctor` diagnoses it).", err)
+		return fmt.Sprintf("The sandbox runtime cannot be used, so the program could not run: %v. This is a set-up problem of the server, not of your code, and retrying will not help until it is fixed: %s",
+			err, ask("diagnose it", o.DoctorHint))
 	default:
 		return fmt.Sprintf("The sandbox failed to run the program: %v. This is not a problem of your code; retrying may help.", err)
 	}
@@ -261,12 +270,13 @@ func resultText(r *exec.Result, lim config.Limits) string {
 	if b.Len() > 0 && !strings.HasSuffix(b.String(), "\n") {
 		b.WriteByte('\n')
 	}
-	b.WriteString("--- " + statusLine(r, lim) + " ---")
+	b.WriteString("--- " + StatusLine(r, lim) + " ---")
 	return b.String()
 }
 
-// statusLine sums up how a run ended, in one line.
-func statusLine(r *exec.Result, lim config.Limits) string {
+// StatusLine sums up how a run ended, in one line, such as "exit code 1;
+// 0.12s". lim are the run's language's limits.
+func StatusLine(r *exec.Result, lim config.Limits) string {
 	var parts []string
 	switch {
 	case r.TimedOut:
@@ -276,7 +286,7 @@ func statusLine(r *exec.Result, lim config.Limits) string {
 	case r.Signal != "":
 		parts = append(parts, "killed by "+r.Signal)
 	default:
-		parts = append(parts, fmt.Sprintf("exit code %d", r.ExitCode))
+		parts = append(parts, exitCodeText(r.ExitCode))
 	}
 	if r.OOMKilled && r.TimedOut {
 		parts = append(parts, fmt.Sprintf("out of memory (limit %s)", config.Size(lim.MemoryBytes)))
@@ -289,6 +299,22 @@ func statusLine(r *exec.Result, lim config.Limits) string {
 	}
 	parts = append(parts, fmt.Sprintf("%.2fs", r.Duration.Seconds()))
 	return strings.Join(parts, "; ")
+}
+
+// exitCodeText names an exit status. One from 129 to 192 is what a
+// signal 1 to 64 leaves when it kills a program, and also a status the
+// program may exit with itself; the status alone cannot tell which, so the
+// text says both.
+func exitCodeText(code int) string {
+	s := fmt.Sprintf("exit code %d", code)
+	if n := code - 128; n >= 1 && n <= 64 {
+		name := unix.SignalName(syscall.Signal(n))
+		if name == "" {
+			name = fmt.Sprintf("signal %d", n)
+		}
+		s += fmt.Sprintf(" (128+%d: killed by %s, or the program's own exit status)", n, name)
+	}
+	return s
 }
 
 // withMarker returns the kept output as text, with a line saying how much

@@ -1,0 +1,33 @@
+package main
+
+import (
+	"testing"
+
+	"code-sandbox-mcp/exec"
+)
+
+func TestExitStatus(t *testing.T) {
+	for _, tc := range []struct {
+		r    exec.Result
+		want int
+	}{
+		{exec.Result{}, 0},
+		{exec.Result{ExitCode: 3}, 3},
+		{exec.Result{ExitCode: -1, Signal: "SIGKILL"}, 137},
+		{exec.Result{ExitCode: -1, Signal: "SIGSEGV"}, 139},
+		{exec.Result{ExitCode: -1, Signal: "SIGKILL", TimedOut: true}, 124},
+		{exec.Result{ExitCode: -1, Signal: "SIGKILL", OOMKilled: true}, 137},
+		// Every signal is 128+N, not only those of a hand-made table.
+		{exec.Result{ExitCode: 154, Signal: "SIGVTALRM"}, 154},
+		{exec.Result{ExitCode: 156, Signal: "SIGWINCH"}, 156},
+		{exec.Result{ExitCode: -1, Signal: "SIGPWR"}, 128 + 30},
+		// A program's own exit status over 128 is passed on as is.
+		{exec.Result{ExitCode: 139}, 139},
+		{exec.Result{ExitCode: 255}, 255},
+		{exec.Result{ExitCode: 256}, 1},
+	} {
+		if got := exitStatus(&tc.r); got != tc.want {
+			t.Errorf("exitStatus(%+v) = %d; want %d", tc.r, got, tc.want)
+		}
+	}
+}

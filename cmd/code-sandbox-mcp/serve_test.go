@@ -1,0 +1,212 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// countingExecutors makes executors that run nothing and counts how many
+// were made and closed.
+type countingExecutors struct {
+	mu              sync.Mutex
+	created, closed int
+}
+
+func (c *countingExecutors) new(ctx context.Context) (executor, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.created++
+	return &countedExecutor{c}, nil
+}
+
+func (c *countingExecutors) counts() (created, closed int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.created, c.closed
+}
+
+type countedExecutor struct{ c *countingExecutors }
+
+func (e *countedExecutor) Run(ctx context.Context, req exec.Request) (*exec.Result, error) {
+	return &exec.Result{Language: req.Language}, nil
+}
+
+func (e *countedExecutor) Close() error {
+	e.c.mu.Lock()
+	defer e.c.mu.Unlock()
+	e.c.closed++
+	return nil
+}
+
+func TestLazyExecutor(t *testing.T) {
+	var c countingExecutors
+	fail := true
+	lx := &lazyExecutor{newExecutor: func(ctx context.Context) (executor, error) {
+		if fail {
+			return nil, errors.New("containerd is down")
+		}
+		return c.new(ctx)
+	}}
+	// A failure is not kept: the next call tries again.
+	if _, err := lx.Run(t.Context(), exec.Request{}); err == nil {
+		t.Fatal("Run succeeded without an executor")
+	}
+	fail = false
+	for range 2 {
+		if _, err := lx.Run(t.Context(), exec.Request{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if created, closed := c.counts(); created != 1 || closed != 0 {
+		t.Errorf("created %d, closed %d; want 1, 0", created, closed)
+	}
+	if err := lx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if created, closed := c.counts(); created != 1 || closed != 1 {
+		t.Errorf("after Close: created %d, closed %d; want 1, 1", created, closed)
+	}
+}
+
+// After Close, nothing creates an executor that nobody would close.
+func TestLazyExecutorAfterClose(t *testing.T) {
+	var c countingExecutors
+	lx := &lazyExecutor{newExecutor: c.new}
+	if err := lx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lx.Run(t.Context(), exec.Request{}); err == nil {
+		t.Error("Run after Close succeeded; want an error")
+	}
+	if created, closed := c.counts(); created != 0 {
+		t.Errorf("after Close, Run created %d executors (%d closed); want none", created, closed)
+	}
+}
+
+// gate is a stdin that ends when open is closed.
+type gate struct{ open chan struct{} }
+
+func (g gate) Read([]byte) (int, error) {
+	<-g.open
+	return 0, io.EOF
+}
+
+// When stdin ends while the warm-up is still connecting, serve cancels the
+// warm-up and returns; nothing is created after it returned, and what was
+// created is closed.
+func TestServeStopsTheWarmUp(t *testing.T) {
+	in := gate{make(chan struct{})}
+	var c countingExecutors
+	var returned sync.Mutex // held once serve has returned
+	newExecutor := func(ctx context.Context) (executor, error) {
+		if !returned.TryLock() {
+			t.Error("an executor was created after serve returned")
+			return nil, errors.New("too late")
+		}
+		returned.Unlock()
+		close(in.open) // stdin ends while this connects
+		<-ctx.Done()   // a connect that waits for containerd until cancelled
+		return c.new(ctx)
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- serveWith(t.Context(), config.Default(), newExecutor, in, io.Discard, slog.New(slog.DiscardHandler))
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("serve did not return 10s after stdin ended while it was connecting")
+	}
+	returned.Lock()
+	if created, closed := c.counts(); created != closed {
+		t.Errorf("created %d executors, closed %d; want every one closed", created, closed)
+	}
+}
+
+func TestHints(t *testing.T) {
+	cfg := config.Default()
+	if got, want := importHint(cfg), "code-sandbox-mcp --namespace code-sandbox images import FILE"; got != want {
+		t.Errorf("import hint %q; want %q", got, want)
+	}
+	if got, want := doctorHint(cfg), "code-sandbox-mcp --namespace code-sandbox doctor"; got != want {
+		t.Errorf("doctor hint %q; want %q", got, want)
+	}
+	cfg.Containerd.Address, cfg.Containerd.Namespace = "/run/other.sock", "mine"
+	if got, want := importHint(cfg), "code-sandbox-mcp --address /run/other.sock --namespace mine images import FILE"; got != want {
+		t.Errorf("import hint %q; want %q", got, want)
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("image x: %w", errdefs.ErrNotFound), importHint(cfg)},
+		{fmt.Errorf("no python: %w", errdefs.ErrFailedPrecondition), doctorHint(cfg)},
+		{fmt.Errorf("socket: %w", errdefs.ErrUnavailable), doctorHint(cfg)},
+		{errors.New("shim died"), ""},
+	} {
+		if got := runHint(cfg, tc.err); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
+			t.Errorf("runHint(%v) = %q; want one with %q", tc.err, got, tc.want)
+		}
+	}
+}
+
+// failingExecutor fails every run with err.
+type failingExecutor struct{ err error }
+
+func (e failingExecutor) Run(context.Context, exec.Request) (*exec.Result, error) { return nil, e.err }
+func (e failingExecutor) Close() error                                            { return nil }
+
+// The server serve builds tells a model the same import command as doctor
+// and run tell a user: the one of the configured namespace.
+func TestServeNamesTheImportCommand(t *testing.T) {
+	cfg := config.Default()
+	cfg.Containerd.Namespace = "elsewhere"
+	newExecutor := func(context.Context) (executor, error) {
+		return failingExecutor{fmt.Errorf("image x is not in containerd namespace elsewhere: %w", errdefs.ErrNotFound)}, nil
+	}
+	clientRead, serverWrite := io.Pipe()
+	serverRead, clientWrite := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveWith(t.Context(), cfg, newExecutor, serverRead, serverWrite, slog.New(slog.DiscardHandler))
+		serverWrite.Close()
+	}()
+	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var init mcp.InitializeRequest
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "print(1)"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if text := res.Content[0].(mcp.TextContent).Text; !res.IsError || !strings.Contains(text, "`"+importHint(cfg)+"`") {
+		t.Errorf("result %q (isError %v); want one naming `%s`", text, res.IsError, importHint(cfg))
+	}
+	c.Close() // closes the server's stdin
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
