@@ -46,21 +46,16 @@ func resolveSnapshotter(ctx context.Context, c *containerd.Client, name string) 
 	return defaults.DefaultSnapshotter, nil
 }
 
-// ImportHint is the one thing to do about an image missing from
-// namespace: the command that imports an archive into it.
-func ImportHint(namespace string) string {
-	return fmt.Sprintf("import it with `code-sandbox-mcp --namespace %s images import FILE` (`make images` builds the default images and imports them into the default namespace)", namespace)
-}
-
 // missingImage is the error of an image that is not in the store: pulling
-// is not allowed, or the registry does not have it either (pullErr).
+// is not allowed, or the registry does not have it either (pullErr). The
+// caller knows the command that imports it, and adds it.
 func (e *Executor) missingImage(l config.Language, pullErr error) error {
 	if pullErr != nil {
-		return fmt.Errorf("image %s for %s is not in containerd namespace %q, and its registry does not have it either (%v): %w; %s",
-			l.Image, l.Name, e.cfg.Namespace, pullErr, errdefs.ErrNotFound, ImportHint(e.cfg.Namespace))
+		return fmt.Errorf("image %s for %s is not in containerd namespace %q, and its registry does not have it either (%v): %w",
+			l.Image, l.Name, e.cfg.Namespace, pullErr, errdefs.ErrNotFound)
 	}
-	return fmt.Errorf("image %s for %s is not in containerd namespace %q, and pulling is off: %w; %s",
-		l.Image, l.Name, e.cfg.Namespace, errdefs.ErrNotFound, ImportHint(e.cfg.Namespace))
+	return fmt.Errorf("image %s for %s is not in containerd namespace %q, and pulling is off: %w",
+		l.Image, l.Name, e.cfg.Namespace, errdefs.ErrNotFound)
 }
 
 // prepareImage looks the image of l up, pulls it if it is missing and
@@ -79,8 +74,8 @@ func (e *Executor) prepareImage(ctx context.Context, l config.Language) (_ *prep
 		case err != nil:
 			// TLS, credentials, the network: the registry is not
 			// usable from here. Say so rather than "not found".
-			return nil, pulled, fmt.Errorf("image %s for %s is not in containerd namespace %q, and pulling it failed: %v: %w; fix access to its registry (address, TLS, credentials), or %s",
-				l.Image, l.Name, e.cfg.Namespace, err, errdefs.ErrFailedPrecondition, ImportHint(e.cfg.Namespace))
+			return nil, pulled, fmt.Errorf("image %s for %s is not in containerd namespace %q, and pulling it failed (%v): %w; fix the registry's address, TLS or credentials, or import the image",
+				l.Image, l.Name, e.cfg.Namespace, err, errdefs.ErrFailedPrecondition)
 		}
 	case errdefs.IsNotFound(err):
 		return nil, pulled, e.missingImage(l, nil)

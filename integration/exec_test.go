@@ -498,7 +498,7 @@ func TestSandboxErrorsAreActionableAndLeaveNothing(t *testing.T) {
 	if !errdefs.IsNotFound(err) {
 		t.Fatalf("Prepare: got %v; want not-found for the missing image", err)
 	}
-	for _, want := range []string{missing.Image, testNamespace, "images import"} {
+	for _, want := range []string{missing.Image, testNamespace, "pulling is off"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Prepare error %q does not mention %q", err, want)
 		}
