@@ -160,9 +160,17 @@ func (e *Executor) imageChanged(name string) {
 // language ready: its image present and unpacked, so that no run pays for
 // it, and its pool of ready sandboxes filling. The languages are prepared
 // side by side. It returns every problem it met; a language that failed is
-// prepared again by its next run, and its pool starts then.
+// prepared again by its next run, and its pool starts then. Close cancels
+// it, and waits for it.
 func (e *Executor) Prepare(ctx context.Context) error {
-	ctx = namespaces.WithNamespace(ctx, e.cfg.Namespace)
+	if !e.enter() {
+		return fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+	}
+	defer e.runs.Done()
+	ctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, e.cfg.Namespace))
+	defer cancel()
+	stop := context.AfterFunc(e.closing, cancel)
+	defer stop()
 	var (
 		mu   sync.Mutex
 		errs []error

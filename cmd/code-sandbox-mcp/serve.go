@@ -24,7 +24,9 @@ type executor interface {
 // newExecutorFunc connects to containerd and prepares the sandboxes.
 type newExecutorFunc func(ctx context.Context) (executor, error)
 
-// connect returns the newExecutorFunc of ec: exec.New, then Prepare.
+// connect returns the newExecutorFunc of ec: exec.New, then Prepare in
+// the background, which a call need not wait for (a run waits only for
+// its own language's image) and which the executor's Close cancels.
 func connect(ec exec.Config, logger *slog.Logger) newExecutorFunc {
 	return func(ctx context.Context) (executor, error) {
 		ex, err := exec.New(ctx, ec)
@@ -33,9 +35,11 @@ func connect(ec exec.Config, logger *slog.Logger) newExecutorFunc {
 		}
 		// A missing image fails Prepare but not the other languages: keep
 		// the executor, and let each run report its own language's problem.
-		if err := ex.Prepare(ctx); err != nil {
-			logger.Warn("preparing the sandboxes", "err", err)
-		}
+		go func() {
+			if err := ex.Prepare(context.WithoutCancel(ctx)); err != nil {
+				logger.Warn("preparing the sandboxes", "err", err)
+			}
+		}()
 		return ex, nil
 	}
 }

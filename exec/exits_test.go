@@ -1,0 +1,70 @@
+package exec
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	osexec "os/exec"
+	"syscall"
+	"testing"
+)
+
+// The kernel's process events tell a process killed by a signal from one
+// that exited with 128 plus that signal's number, which containerd's exit
+// status cannot (defect 10). This needs CAP_NET_ADMIN: make test runs as
+// root.
+func TestExitWatchTellsSignalFromExitStatus(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_NET_ADMIN) for the kernel's process events; make test runs as root")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := watchExits(ctx, slog.New(slog.DiscardHandler))
+	defer func() {
+		cancel()
+		w.wait()
+	}()
+	if w.f == nil {
+		t.Fatal("the process events connector did not open as root")
+	}
+	for _, tt := range []struct {
+		script string
+		code   uint32
+		sig    syscall.Signal
+	}{
+		{"exit 139", 139, 0},
+		{"exit 3", 3, 0},
+		{"kill -SEGV $$", 139, syscall.SIGSEGV},
+		{"kill -VTALRM $$", 128 + 26, syscall.SIGVTALRM},
+	} {
+		// The shell waits for a line, so that it is tracked before it ends.
+		cmd := osexec.Command("/bin/sh", "-c", "read _; "+tt.script)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		info := w.track(uint32(cmd.Process.Pid))
+		in.Write([]byte("\n"))
+		cmd.Wait()
+		sig, known := info.signal(tt.code)
+		w.untrack(uint32(cmd.Process.Pid))
+		if !known || sig != tt.sig {
+			t.Errorf("%q: got signal %v known %v; want %v known", tt.script, sig, known, tt.sig)
+		}
+		// A status that does not match what the kernel saw is unknown.
+		if _, known := info.signal(tt.code + 1); known {
+			t.Errorf("%q with status %d: known; want unknown, as it does not match", tt.script, tt.code+1)
+		}
+	}
+}
+
+// Without the connector, nothing is known, and nobody waits for it.
+func TestExitWatchWithoutTheConnectorKnowsNothing(t *testing.T) {
+	w := &exitWatch{tracked: map[uint32]*exitInfo{}}
+	info := w.track(1)
+	if sig, known := info.signal(139); known || sig != 0 {
+		t.Errorf("got signal %v known %v; want unknown", sig, known)
+	}
+}

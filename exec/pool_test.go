@@ -1,0 +1,72 @@
+package exec
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"code-sandbox-mcp/config"
+)
+
+// testLanguage is a language of an executor that has no containerd: what
+// a pool's take and expire need, and no more.
+func testLanguage(t *testing.T, size int) *language {
+	t.Helper()
+	closing, cancel := context.WithCancel(context.Background())
+	e := &Executor{log: slog.New(slog.DiscardHandler), closing: closing, close: cancel, exits: &exitWatch{}}
+	t.Cleanup(func() {
+		cancel()
+		e.cleanups.Wait()
+	})
+	l := newLanguage(e, config.Language{Name: "test", Pool: size})
+	l.img = &preparedImage{}
+	return l
+}
+
+// take never hands out a ready sandbox older than poolMaxAge (its deadline
+// label would no longer cover its run), nor one made from an image that
+// has since changed; it destroys them and takes the next (defect 5).
+func TestTakeChecksAgeAndImage(t *testing.T) {
+	l := testLanguage(t, 4)
+	fresh := &sandbox{e: l.e, img: l.img, created: time.Now()}
+	old := &sandbox{e: l.e, img: l.img, created: time.Now().Add(-poolMaxAge - time.Second)}
+	stale := &sandbox{e: l.e, img: &preparedImage{}, created: time.Now()}
+	l.pool.ready <- old
+	l.pool.ready <- stale
+	l.pool.ready <- fresh
+	if got := l.pool.take(); got != fresh {
+		t.Fatalf("take: got %p; want the fresh sandbox %p (old %p, stale %p)", got, fresh, old, stale)
+	}
+	if n := len(l.pool.ready); n != 0 {
+		t.Errorf("ready sandboxes left: %d; want 0 (the old and the stale one destroyed)", n)
+	}
+	if got := l.pool.take(); got != nil {
+		t.Errorf("take from an empty pool: got %p; want nil", got)
+	}
+}
+
+// expire replaces the same sandboxes that take would refuse, and keeps the
+// others in order.
+func TestExpireKeepsOnlyUsableSandboxes(t *testing.T) {
+	l := testLanguage(t, 3)
+	a := &sandbox{e: l.e, img: l.img, created: time.Now()}
+	old := &sandbox{e: l.e, img: l.img, created: time.Now().Add(-2 * poolMaxAge)}
+	b := &sandbox{e: l.e, img: l.img, created: time.Now()}
+	l.pool.ready <- a
+	l.pool.ready <- old
+	l.pool.ready <- b
+	l.invalidate()
+	l.pool.expire()
+	if n := len(l.pool.ready); n != 0 {
+		t.Fatalf("after the image changed: %d ready sandboxes; want none", n)
+	}
+	l.img = &preparedImage{}
+	c := &sandbox{e: l.e, img: l.img, created: time.Now()}
+	l.pool.ready <- old
+	l.pool.ready <- c
+	l.pool.expire()
+	if got := l.pool.take(); got != c || len(l.pool.ready) != 0 {
+		t.Errorf("after expire: took %p with %d left; want %p alone", got, len(l.pool.ready), c)
+	}
+}
