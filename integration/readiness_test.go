@@ -128,13 +128,13 @@ func TestSweepKeepsAnotherNamespacesRunDirectories(t *testing.T) {
 			t.Errorf("delete %s: %v", ref, err)
 		}
 	})
-	a, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: other, StateDir: stateDir,
+	a, err := exec.New(otherCtx, exec.Config{Address: testAddress, Namespace: other, StateDir: stateDir,
 		Languages: []config.Language{staticLanguage("other", ref, 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if err := a.Prepare(ctx); err != nil {
+	if err := a.Prepare(otherCtx); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
 	var dirs []string
@@ -157,7 +157,7 @@ func TestSweepKeepsAnotherNamespacesRunDirectories(t *testing.T) {
 	if _, err := os.Stat(dirs[0]); err != nil {
 		t.Fatalf("after another namespace's sweep: %v; want the live server's run directory kept", err)
 	}
-	res, err := a.Run(ctx, exec.Request{Language: "other", Code: "x"})
+	res, err := a.Run(otherCtx, exec.Request{Language: "other", Code: "x"})
 	if err != nil || string(res.Stdout) != "pulled and ran\n" {
 		t.Fatalf("run in the kept sandbox: got %+v, %v; want it to work", res, err)
 	}
