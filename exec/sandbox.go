@@ -246,6 +246,7 @@ func (s *sandbox) explain(res *Result, code uint32) {
 		if sig != 0 {
 			res.Signal = signalName(sig)
 		}
+		res.SignalUnknown = !known && code <= 128+64
 		// Only the kernel's OOM killer sends a SIGKILL that we did not;
 		// its event may trail the exit a little. Where the kernel's word
 		// is missing, 137 is waited on too.
@@ -261,6 +262,7 @@ func (s *sandbox) explain(res *Result, code uint32) {
 	if isClosed(s.oom) {
 		res.OOMKilled = true
 		res.Signal = signalName(syscall.SIGKILL)
+		res.SignalUnknown = false
 	}
 }
 

@@ -28,10 +28,14 @@ type Result struct {
 	// ExitCode is the program's exit status as containerd reports it: for
 	// a program killed by signal N it is 128+N, and Signal names N (such as
 	// "SIGKILL").
-	ExitCode  int
-	Signal    string
-	TimedOut  bool
-	OOMKilled bool
+	ExitCode int
+	Signal   string
+	// SignalUnknown is set when ExitCode is 129 to 192, Signal is empty,
+	// and the kernel's word on how the process ended is missing (see
+	// exitWatch): the status may be a signal's 128+N or the program's own.
+	SignalUnknown bool
+	TimedOut      bool
+	OOMKilled     bool
 	// Timeout is the wall-clock limit the run had; Duration how long the
 	// program ran, from its start to its exit.
 	Timeout  time.Duration

@@ -105,7 +105,7 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 	}
 	l, _ := cfg.Language(lang)
 	lim := l.Limits
-	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.ExitCode > 128 || res.StdoutDropped > 0 || res.StderrDropped > 0 {
+	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.SignalUnknown || res.StdoutDropped > 0 || res.StderrDropped > 0 {
 		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", mcpserver.StatusLine(res, lim))
 	}
 	return exitStatus(res)

@@ -286,7 +286,7 @@ func StatusLine(r *exec.Result, lim config.Limits) string {
 	case r.Signal != "":
 		parts = append(parts, "killed by "+r.Signal)
 	default:
-		parts = append(parts, exitCodeText(r.ExitCode))
+		parts = append(parts, exitCodeText(r.ExitCode, r.SignalUnknown))
 	}
 	if r.OOMKilled && r.TimedOut {
 		parts = append(parts, fmt.Sprintf("out of memory (limit %s)", config.Size(lim.MemoryBytes)))
@@ -303,11 +303,11 @@ func StatusLine(r *exec.Result, lim config.Limits) string {
 
 // exitCodeText names an exit status. One from 129 to 192 is what a
 // signal 1 to 64 leaves when it kills a program, and also a status the
-// program may exit with itself; the status alone cannot tell which, so the
-// text says both.
-func exitCodeText(code int) string {
+// program may exit with itself; where the executor could not tell which
+// (unknown), the text says both.
+func exitCodeText(code int, unknown bool) string {
 	s := fmt.Sprintf("exit code %d", code)
-	if n := code - 128; n >= 1 && n <= 64 {
+	if n := code - 128; unknown && n >= 1 && n <= 64 {
 		name := unix.SignalName(syscall.Signal(n))
 		if name == "" {
 			name = fmt.Sprintf("signal %d", n)

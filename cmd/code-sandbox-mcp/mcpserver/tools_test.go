@@ -240,11 +240,14 @@ func TestResultText(t *testing.T) {
 			"--- killed: out of memory (limit 512MiB); 0.00s ---"},
 		{"signal", exec.Result{ExitCode: -1, Signal: "SIGSEGV"},
 			"--- killed by SIGSEGV; 0.00s ---"},
-		// Over 128 without a signal: a signal the program got, or its own
-		// exit status; the status cannot tell which.
+		// Over 128, the program's own status as the kernel said.
 		{"exit over 128", exec.Result{ExitCode: 139},
+			"--- exit code 139; 0.00s ---"},
+		// Over 128 where nobody could tell: a signal, or the program's own
+		// exit status.
+		{"exit over 128, unknown", exec.Result{ExitCode: 139, SignalUnknown: true},
 			"--- exit code 139 (128+11: killed by SIGSEGV, or the program's own exit status); 0.00s ---"},
-		{"exit over 128, no signal name", exec.Result{ExitCode: 128 + 40},
+		{"exit over 128, unknown, no signal name", exec.Result{ExitCode: 128 + 40, SignalUnknown: true},
 			"--- exit code 168 (128+40: killed by signal 40, or the program's own exit status); 0.00s ---"},
 		{"exit over 192", exec.Result{ExitCode: 200},
 			"--- exit code 200; 0.00s ---"},
