@@ -14,8 +14,9 @@ MAKEFLAGS += --no-print-directory
 CACHE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/code-sandbox-mcp
 BIN := bin/code-sandbox-mcp
 GO ?= go
-# Flags for the integration runs' `go test`.
-INTEGRATION_FLAGS ?= -v
+# Flags for the integration runs' `go test`. The race detector is on by
+# default; keep -race when you set them (INTEGRATION_FLAGS="-race -run X -v").
+INTEGRATION_FLAGS ?= -race -v
 
 setup_env = CACHE="$(CACHE)" GO="$(GO)" BIN="$(BIN)"
 
@@ -38,11 +39,13 @@ build: ## Build the binary to bin/code-sandbox-mcp.
 images: ## Build the image archives (cached in CACHE) and import them into the system containerd.
 	@$(setup_env) scripts/setup packages containerd build images
 
-unit: ## go vet and the unit tests (the integration suite skips itself).
+unit: ## go vet, staticcheck (go.mod's tool) and the unit tests with -race (the integration suite skips itself).
+	@$(setup_env) scripts/setup test-packages
 	@$(GO) vet ./...
-	@SANDBOX_INTEGRATION=0 $(GO) test ./...
+	@$(GO) tool staticcheck ./...
+	@SANDBOX_INTEGRATION=0 $(GO) test -race ./...
 
-integration: ## The integration suite against private containerd 1.6 (Debian) and 2.x (go.mod's version) daemons.
+integration: ## The integration suite, with -race, against private containerd 1.6 (Debian) and 2.x (go.mod's version) daemons.
 	@$(setup_env) INTEGRATION_FLAGS="$(INTEGRATION_FLAGS)" scripts/integration
 
 test: ## unit, then integration; works on a fresh Debian 12 machine as root.

@@ -455,23 +455,41 @@ func TestCancelKillsAndCleansUp(t *testing.T) {
 	both(t, func(t *testing.T, lang string) {
 		e := newExecutor(t, nil)
 		ctx, cancel := context.WithCancel(testContext(t))
+		// Cancel once the program runs (its interpreter, not the stub or
+		// runc's init, is the task's process), and say which sandbox it
+		// ran in; nil if none ran in time, which the test must not pass.
+		ran := make(chan []string, 1)
 		go func() {
-			// Cancel once the sandbox runs.
-			if waitRunning(t, 15*time.Second) {
-				time.Sleep(200 * time.Millisecond)
+			defer cancel()
+			var ts taskSet
+			if waitFor(15*time.Second, func() bool {
+				var err error
+				ts, err = sandboxTasks(ctx)
+				return err == nil && len(ts.running) > 0
+			}) {
+				ran <- ts.running
+				return
 			}
-			cancel()
+			ran <- nil
 		}()
 		start := time.Now()
 		res, err := e.Run(ctx, exec.Request{Language: lang, Code: program(lang, "import time\ntime.sleep(60)\n", "setTimeout(() => {}, 60000);\n")})
+		took := time.Since(start)
+		running := <-ran
+		if running == nil {
+			t.Fatalf("the program never ran within 15s (Run returned %v, %v); the cancellation was not tested", res, err)
+		}
 		if !errors.Is(err, context.Canceled) || res != nil {
 			t.Fatalf("got %v, %v; want context.Canceled", res, err)
 		}
-		if took := time.Since(start); took > 20*time.Second {
+		if took > 20*time.Second {
 			t.Errorf("cancelled run took %s; want it killed promptly", took)
 		}
-		// newExecutor's cleanup closes the executor, which waits for the
-		// sandbox's deletion, and then checks that nothing is left.
+		// The run deletes its sandbox itself, before Close: newExecutor's
+		// cleanup then closes the executor and checks that nothing is left.
+		if !waitFor(15*time.Second, func() bool { return gone(t, running) }) {
+			t.Errorf("sandbox %v still exists 15s after the cancelled run returned; want it deleted", running)
+		}
 	})
 }
 

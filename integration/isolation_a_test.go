@@ -622,9 +622,10 @@ func TestIsolationCodeOverCap(t *testing.T) {
 		if !r.isError || !strings.Contains(r.text, fmt.Sprintf("is %d bytes", limit+1)) || !strings.Contains(r.text, fmt.Sprintf("(%d bytes)", limit)) || !strings.Contains(r.text, "Nothing was run") {
 			t.Errorf("%s: %d bytes: got %q (isError %v); want an error naming the size and the cap of %d bytes", lang, len(over), r.text, r.isError, limit)
 		}
-		// The refusal comes before any call to containerd: give a
-		// container's create event time to arrive if there were one.
-		time.Sleep(time.Second)
+		// The refusal comes before any call to containerd: had the
+		// server created a container or started a task before it
+		// answered, the watch has its event once flushed.
+		w.flush(t)
 		if c, st := w.createdContainers(), w.seen(); len(c) > 0 || len(st) > 0 {
 			t.Errorf("%s: containers %v created, tasks %v started; want none", lang, c, st)
 		}
@@ -972,6 +973,11 @@ for (;;) spawnSync(process.execPath, ['-e', 'const a = []; for (;;) a.push(Buffe
 	// bombs), and python needs a fraction of a CPU second, so even with
 	// fair shares of 2 cores among ten cgroups it takes a few seconds;
 	// 10 s means the bombs starved the host.
+	//
+	// Not synchronisation: the waitFor above waits for the bombs to run. This
+	// lets the bombs run for a second (fork, allocate, spin up to their
+	// limits) so that the normal run meets them at full strength rather
+	// than as they start; nothing the bombs do signals that they are there.
 	time.Sleep(time.Second)
 	start := time.Now()
 	normal := s.call(ctx, t, "run_python_code", code("print(1)"))

@@ -89,6 +89,37 @@ type startWatch struct {
 	// server, if set, is the watch of the whole server's life: it saw the
 	// starts of sandboxes started before this watch began.
 	server *startWatch
+
+	probe   string      // the topic of the watch's own events
+	flushed chan string // the marker of each flush's probe, as it arrives
+	flushes int
+}
+
+// flush returns once the watch has seen every event containerd published
+// before flush was called. It publishes a probe event with a marker of its
+// own and waits for it: containerd's exchange hands events to a
+// subscriber in the order it published them, so what came before the
+// probe has been recorded when the probe arrives. A test that asserts
+// something did not happen flushes first, instead of sleeping.
+func (w *startWatch) flush(t *testing.T) {
+	t.Helper()
+	w.flushes++
+	marker := fmt.Sprintf("flush-%d", w.flushes)
+	ctx := testContext(t)
+	if err := testClient.EventService().Publish(ctx, w.probe, &apievents.TaskStart{ContainerID: marker}); err != nil {
+		t.Fatalf("publish a flush event: %v", err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case m := <-w.flushed:
+			if m == marker {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("the flush event %s did not come back in 10s", marker)
+		}
+	}
 }
 
 // watchCall is a watch for one call to s: it answers for starts from the
@@ -108,7 +139,7 @@ func watchStarts(t *testing.T) *startWatch {
 	t.Cleanup(cancel)
 	const probe = "/code-sandbox-test/watch-ready"
 	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/containers/create"`, `topic==`+fmt.Sprintf("%q", probe))
-	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}}
+	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, flushed: make(chan string, 1), probe: probe}
 	ready := make(chan struct{})
 	go func() {
 		for {
@@ -122,6 +153,14 @@ func watchStarts(t *testing.T) *startWatch {
 					case <-ready:
 					default:
 						close(ready)
+					}
+					if v, err := typeurl.UnmarshalAny(env.Event); err == nil {
+						if e, ok := v.(*apievents.TaskStart); ok && e.ContainerID != "probe" {
+							select {
+							case w.flushed <- e.ContainerID:
+							default:
+							}
+						}
 					}
 					continue
 				}

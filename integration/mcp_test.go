@@ -34,6 +34,9 @@ var (
 	binOnce sync.Once
 	binPath string
 	binErr  error
+	// serverBuildFlags are go build's flags for the server: -race when
+	// the suite itself is built with it (see race_test.go).
+	serverBuildFlags []string
 )
 
 // mcpBinary builds the binary once per run, into the harness directory.
@@ -45,7 +48,8 @@ func mcpBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "code-sandbox-mcp")
-		cmd := osexec.Command("go", "build", "-o", binPath, "code-sandbox-mcp/cmd/code-sandbox-mcp")
+		args := append(append([]string{"build"}, serverBuildFlags...), "-o", binPath, "code-sandbox-mcp/cmd/code-sandbox-mcp")
+		cmd := osexec.Command("go", args...)
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -153,6 +157,9 @@ func startMCP(t *testing.T, spec serverSpec) *mcpServer {
 		assertNoLeftovers(t, stateDir)
 		if strings.Contains(stderr.String(), "panic") {
 			t.Errorf("server stderr has a panic:\n%s", stderr)
+		}
+		if strings.Contains(stderr.String(), "WARNING: DATA RACE") {
+			t.Errorf("server stderr has a data race:\n%s", stderr)
 		}
 		if t.Failed() {
 			t.Logf("server stderr:\n%s", stderr)
@@ -470,7 +477,8 @@ func TestMCPCancellationKillsTheRun(t *testing.T) {
 	if !waitFor(30*time.Second, func() bool { running = runningSandboxes(t); return len(running) > 0 }) {
 		t.Fatal("no sandbox ran within 30s")
 	}
-	time.Sleep(500 * time.Millisecond)
+	// The program runs (its interpreter is the task's process), so the
+	// server is inside the call: cancel now, with no sleep first.
 	cancel()
 	if err := <-done; err == nil {
 		t.Error("cancelled call returned no error")

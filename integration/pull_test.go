@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +69,14 @@ func (r *registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodHead {
 		w.Write(body)
 	}
+}
+
+// seen returns the requests so far, as "METHOD path". The server's
+// goroutines append to them: read them only through seen.
+func (r *registry) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.requests)
 }
 
 // loadArchive reads an OCI image-layout tar into a registry.
@@ -140,8 +149,8 @@ func TestMissingImageIsPulledFromALoopbackRegistry(t *testing.T) {
 	if !errdefs.IsNotFound(err) || !strings.Contains(err.Error(), ref) {
 		t.Fatalf("Prepare without pull: got %v; want not-found naming %s", err, ref)
 	}
-	if len(reg.requests) != 0 {
-		t.Fatalf("registry got %v without pulling allowed; want nothing", reg.requests)
+	if got := reg.seen(); len(got) != 0 {
+		t.Fatalf("registry got %v without pulling allowed; want nothing", got)
 	}
 
 	// With it, Prepare pulls and unpacks, and the image runs.
@@ -153,13 +162,11 @@ func TestMissingImageIsPulledFromALoopbackRegistry(t *testing.T) {
 	if string(res.Stdout) != "pulled and ran\n" || res.ExitCode != 0 {
 		t.Errorf("got stdout %q exit %d; want %q", res.Stdout, res.ExitCode, "pulled and ran\n")
 	}
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
 	var m ocispec.Manifest
 	if err := json.Unmarshal(reg.blobs[reg.manifest.Digest.String()], &m); err != nil || len(m.Layers) != 1 {
 		t.Fatalf("manifest: %v, %d layers; want one", err, len(m.Layers))
 	}
-	got := strings.Join(reg.requests, "\n")
+	got := strings.Join(reg.seen(), "\n")
 	for _, want := range []string{
 		"GET /v2/pulltest/manifests/",
 		"GET /v2/pulltest/blobs/" + m.Config.Digest.String(),

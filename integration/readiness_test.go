@@ -177,11 +177,6 @@ func importStatic(t *testing.T, ctx context.Context, ref string, files map[strin
 	}
 }
 
-func withPool(l config.Language, n int) config.Language {
-	l.Pool = n
-	return l
-}
-
 // A program's own exit status of 129 to 192 is its exit status, not a
 // signal; a real signal is still named (defect 10).
 func TestExitStatusAbove128IsNotASignal(t *testing.T) {

@@ -3,6 +3,7 @@ package integration
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"log/slog"
 	"os"
 	osexec "os/exec"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	"github.com/containerd/containerd/v2/core/images"
 
 	"code-sandbox-mcp/config"
@@ -69,18 +71,23 @@ func staticRootfs(t *testing.T, files map[string]string) *bytes.Buffer {
 
 // An image whose /bin/sh cannot run the stub still gets a pool, of
 // sandboxes created and not started, after one log line that says why;
-// every run gives the right result on the way.
+// every run gives the right result on the way, and each takes the
+// sandbox the pool held for it.
 func TestPoolFallsBackWhenTheStubCannotWait(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		files map[string]string
 		log   string
+		// first is the status of the task of the pool's first sandbox,
+		// once it is ready.
+		first string
 	}{
-		// NewTask fails: runc finds no /bin/sh to exec.
-		{"no /bin/sh", map[string]string{"hello": "hello"}, "the waiting /bin/sh cannot start"},
+		// NewTask fails: runc finds no /bin/sh to exec. The pool falls
+		// back at once and its first sandbox is created, not started.
+		{"no /bin/sh", map[string]string{"hello": "hello"}, "the waiting /bin/sh cannot start", "CREATED"},
 		// The stub starts and exits before its program, as it does
-		// under bash.
-		{"/bin/sh exits at once", map[string]string{"hello": "hello", "bin/sh": "exitsh"}, "the image's /bin/sh is bash"},
+		// under bash; the first run finds it exited and falls back.
+		{"/bin/sh exits at once", map[string]string{"hello": "hello", "bin/sh": "exitsh"}, "the image's /bin/sh is bash", "STOPPED"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ref := "localhost/code-sandbox-mcp-test/" + strings.ReplaceAll(tt.name, " ", "-")
@@ -92,12 +99,31 @@ func TestPoolFallsBackWhenTheStubCannotWait(t *testing.T) {
 				c.Languages = []config.Language{lang}
 				c.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			})
-			// Three runs: the pool's first sandbox, whatever it was, and
-			// the ones after the fallback.
+			// Three runs: the pool's first sandbox, and the ones after
+			// the fallback.
 			for i := range 3 {
-				// The pool holds its one sandbox again (the last run's is
-				// gone): started, or exited at once, or created.
-				waitFor(30*time.Second, func() bool { cs, _ := testClient.Containers(testContext(t)); return len(cs) == 1 })
+				// The pool holds its one sandbox, and nothing else is
+				// left: the sandbox's task is in the state the case
+				// expects (after the fallback, created and not started,
+				// which no used sandbox ever is), and the executor has
+				// logged the sandbox created, which it does just before
+				// the pool takes it in. A container with a task is not
+				// enough: the task exists before the pool has the
+				// sandbox, and a run then creates one of its own.
+				want := "CREATED"
+				if i == 0 {
+					want = tt.first
+				}
+				var state []string
+				var ready string
+				if !waitFor(30*time.Second, func() bool {
+					state = poolState(testContext(t))
+					var ok bool
+					ready, ok = onlyReady(state, want)
+					return ok && strings.Contains(log.String(), `msg="sandbox created" run=`+ready+" ")
+				}) {
+					t.Fatalf("before run %d: containers %q; want only the pool's ready sandbox, %s, logged as created\nlog:\n%s", i, state, want, log.String())
+				}
 				res, err := e.Run(testContext(t), exec.Request{Language: "hello", Code: "ignored"})
 				if err != nil {
 					t.Fatalf("run %d: %v\nlog:\n%s", i, err, log.String())
@@ -105,14 +131,60 @@ func TestPoolFallsBackWhenTheStubCannotWait(t *testing.T) {
 				if string(res.Stdout) != "pulled and ran\n" || res.ExitCode != 0 {
 					t.Errorf("run %d: stdout %q, exit %d; want %q, exit 0", i, res.Stdout, res.ExitCode, "pulled and ran\n")
 				}
+				// The run took the pool's sandbox (and ran in it, or
+				// found its stub exited): it is retired, not kept.
+				if !waitFor(30*time.Second, func() bool { return gone(t, []string{ready}) }) {
+					t.Errorf("run %d: the pool's sandbox %s still exists 30s after the run; want it taken and retired\nlog:\n%s", i, ready, log.String())
+				}
 			}
 			if n := strings.Count(log.String(), "ready sandboxes will be created without being started"); n != 1 || !strings.Contains(log.String(), tt.log) {
 				t.Errorf("log says the pool falls back %d times; want once, saying %q:\n%s", n, tt.log, log.String())
 			}
-			var ts taskSet
-			if !waitFor(30*time.Second, func() bool { ts, _ = sandboxTasks(testContext(t)); return len(ts.created) == 1 }) {
-				t.Errorf("after the fallback: tasks %+v; want one ready sandbox, created and not started", ts)
+			var state []string
+			if !waitFor(30*time.Second, func() bool { state = poolState(testContext(t)); _, ok := onlyReady(state, "CREATED"); return ok }) {
+				t.Errorf("after the fallback: containers %q; want one ready sandbox, created and not started, and nothing else", state)
 			}
 		})
 	}
+}
+
+// poolState lists the containers in testNamespace as "id: status of its
+// task", the status "none" for a container without one; a task without a
+// container shows as "id: status (no container)".
+func poolState(ctx context.Context) []string {
+	cs, err := testClient.Containers(ctx)
+	if err != nil {
+		return []string{"list containers: " + err.Error()}
+	}
+	ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+	if err != nil {
+		return []string{"list tasks: " + err.Error()}
+	}
+	status := map[string]string{}
+	for _, task := range ts.Tasks {
+		status[task.ID] = task.Status.String()
+	}
+	var out []string
+	for _, c := range cs {
+		st, ok := status[c.ID()]
+		if !ok {
+			st = "none"
+		}
+		delete(status, c.ID())
+		out = append(out, c.ID()+": "+st)
+	}
+	for id, st := range status {
+		out = append(out, id+": "+st+" (no container)")
+	}
+	return out
+}
+
+// onlyReady returns the id of the one container in state (see poolState),
+// if there is one and only one and its task's status is want.
+func onlyReady(state []string, want string) (string, bool) {
+	if len(state) != 1 {
+		return "", false
+	}
+	id, st, _ := strings.Cut(state[0], ": ")
+	return id, st == want
 }

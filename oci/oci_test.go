@@ -16,9 +16,9 @@ import (
 
 func testPolicy() Policy {
 	return Policy{
-		Args:        []string{"python3", "/sandbox/main.py"},
-		Env:         []string{"PATH=/usr/bin:/bin", "HOME=/tmp"},
-		Hostname:    "sandbox",
+		Args:     []string{"python3", "/sandbox/main.py"},
+		Env:      []string{"PATH=/usr/bin:/bin", "HOME=/tmp"},
+		Hostname: "sandbox",
 		Limits: config.Limits{
 			UID:         65534,
 			GID:         65534,
@@ -38,12 +38,20 @@ func testPolicy() Policy {
 // containerd.WithNewSpec does, with no client and no image.
 func generate(t *testing.T, p Policy) *ctroci.Spec {
 	t.Helper()
+	return generateOver(t, p)
+}
+
+// generateOver is generate with base applied to the default spec first: a
+// test of an option that containerd's default spec already satisfies needs
+// a base that does not, or it passes with the option deleted.
+func generateOver(t *testing.T, p Policy, base ...ctroci.SpecOpts) *ctroci.Spec {
+	t.Helper()
 	opts, err := SpecOpts(p)
 	if err != nil {
 		t.Fatalf("SpecOpts: %v", err)
 	}
 	ctx := namespaces.WithNamespace(context.Background(), "test")
-	s, err := ctroci.GenerateSpec(ctx, nil, &containers.Container{ID: "csm-1"}, opts...)
+	s, err := ctroci.GenerateSpec(ctx, nil, &containers.Container{ID: "csm-1"}, append(slices.Clone(base), opts...)...)
 	if err != nil {
 		t.Fatalf("GenerateSpec: %v", err)
 	}
@@ -139,9 +147,22 @@ func TestSpecFilesystem(t *testing.T) {
 	if sys := mounts["/sys"]; !hasAll(sys.Options, "ro") {
 		t.Errorf("/sys: got %+v; want read-only", sys)
 	}
-	for _, p := range []string{"/proc/kcore", "/proc/keys", "/proc/interrupts", "/proc/kallsyms", "/proc/timer_list", "/sys/firmware"} {
+	// containerd's own (kept), then each of ours, listed here rather than
+	// read from extraMaskedPaths, so that dropping one from there fails.
+	// Some of ours are containerd's too today; they stay listed so that
+	// the test holds if containerd's list shrinks.
+	for _, p := range []string{
+		"/proc/kcore", "/proc/keys",
+		"/proc/interrupts", "/proc/kallsyms", "/proc/sched_debug", "/proc/timer_list",
+		"/sys/devices/virtual/powercap", "/sys/firmware", "/sys/kernel/debug",
+	} {
 		if !slices.Contains(s.Linux.MaskedPaths, p) {
 			t.Errorf("masked paths: %s missing", p)
+		}
+	}
+	for i, p := range s.Linux.MaskedPaths {
+		if slices.Contains(s.Linux.MaskedPaths[:i], p) {
+			t.Errorf("masked paths: %s appears twice", p)
 		}
 	}
 	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq"} {
@@ -213,10 +234,108 @@ func TestSpecSeccomp(t *testing.T) {
 	// Allowed only with capabilities the spec dropped (the profile must
 	// have been built after the drop), or denied by us on top. A rule with
 	// argument conditions counts as allowing: none of these may have one.
-	for _, name := range []string{"mount", "umount2", "unshare", "setns", "ptrace", "bpf", "perf_event_open", "kexec_load", "keyctl", "add_key", "io_uring_setup", "pivot_root", "chroot", "reboot", "process_vm_readv", "process_vm_writev", "userfaultfd"} {
+	// containerd's profile allows personality for a few arguments; we
+	// deny it whatever they are.
+	for _, name := range []string{"mount", "umount2", "unshare", "setns", "ptrace", "bpf", "perf_event_open", "kexec_load", "keyctl", "add_key", "io_uring_setup", "pivot_root", "chroot", "reboot", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality"} {
 		if allowed[name] {
-			t.Errorf("seccomp allows %s unconditionally; want it denied", name)
+			t.Errorf("seccomp allows %s; want it denied", name)
 		}
+	}
+}
+
+// TestSyscallsDenied applies withSyscallsDenied to a profile that allows
+// every syscall we deny, with and without argument conditions:
+// containerd's default profile does not allow userfaultfd at all, so
+// TestSpecSeccomp cannot tell whether we deny it.
+func TestSyscallsDenied(t *testing.T) {
+	denied := []string{"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality"}
+	s := &ctroci.Spec{Linux: &specs.Linux{Seccomp: &specs.LinuxSeccomp{
+		DefaultAction: specs.ActErrno,
+		Syscalls: []specs.LinuxSyscall{
+			{Names: append([]string{"read"}, denied...), Action: specs.ActAllow},
+			{Names: slices.Clone(denied), Action: specs.ActAllow, Args: []specs.LinuxSeccompArg{{Index: 0, Value: 8, Op: specs.OpEqualTo}}},
+			{Names: []string{"userfaultfd"}, Action: specs.ActAllow},
+		},
+	}}}
+	if err := withSyscallsDenied(deniedSyscalls)(context.Background(), nil, nil, s); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range s.Linux.Seccomp.Syscalls {
+		if len(r.Names) == 0 {
+			t.Errorf("rule %+v has no names left; want it removed", r)
+		}
+		names = append(names, r.Names...)
+	}
+	if !slices.Equal(names, []string{"read"}) {
+		t.Errorf("syscalls still in the profile: got %q; want only read (%q all denied)", names, denied)
+	}
+}
+
+func TestSyscallsDeniedNeedsAProfile(t *testing.T) {
+	s := &ctroci.Spec{Linux: &specs.Linux{}}
+	if err := withSyscallsDenied(deniedSyscalls)(context.Background(), nil, nil, s); err == nil {
+		t.Error("got no error for a spec without seccomp; want one: denying nothing is not denying")
+	}
+}
+
+// TestSpecOverAWeakerBase builds the spec on top of a base that lacks one
+// piece of hardening containerd's default spec happens to have. Against
+// the default spec alone, the option that provides it could be deleted
+// without any test failing.
+func TestSpecOverAWeakerBase(t *testing.T) {
+	noCapabilities := func(t *testing.T, s *ctroci.Spec) {
+		t.Helper()
+		c := s.Process.Capabilities
+		for name, set := range map[string][]string{
+			"bounding": c.Bounding, "effective": c.Effective, "permitted": c.Permitted,
+			"inheritable": c.Inheritable, "ambient": c.Ambient,
+		} {
+			if len(set) != 0 {
+				t.Errorf("%s capabilities: got %v; want none", name, set)
+			}
+		}
+	}
+	privateNetwork := func(t *testing.T, s *ctroci.Spec) {
+		t.Helper()
+		var got []specs.LinuxNamespace
+		for _, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				got = append(got, ns)
+			}
+		}
+		if len(got) != 1 || got[0].Path != "" {
+			t.Errorf("network namespaces: got %+v; want one, new (no path)", got)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		base  ctroci.SpecOpts
+		check func(*testing.T, *ctroci.Spec)
+	}{
+		{"ambient capabilities", ctroci.WithAmbientCapabilities([]string{"CAP_NET_RAW", "CAP_CHOWN"}), noCapabilities},
+		{"network namespace joined", ctroci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/1/ns/net"}), privateNetwork},
+		{"host network", ctroci.WithHostNamespace(specs.NetworkNamespace), privateNetwork},
+		{"new privileges", func(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+			s.Process.NoNewPrivileges = false
+			return nil
+		}, func(t *testing.T, s *ctroci.Spec) {
+			if !s.Process.NoNewPrivileges {
+				t.Error("no_new_privileges: got false; want true")
+			}
+		}},
+		{"supplementary groups", func(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+			s.Process.User.AdditionalGids = []uint32{0, 4, 27}
+			return nil
+		}, func(t *testing.T, s *ctroci.Spec) {
+			if g := s.Process.User.AdditionalGids; len(g) != 0 {
+				t.Errorf("additional gids: got %v; want none", g)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.check(t, generateOver(t, testPolicy(), tc.base))
+		})
 	}
 }
 
