@@ -18,6 +18,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -67,6 +68,13 @@ type Executor struct {
 	runs      sync.WaitGroup // runs in flight
 	cleanups  sync.WaitGroup // sandboxes being destroyed
 	preparing sync.WaitGroup // images being pulled or unpacked
+
+	// abandon is cancelled closeTimeout after Close began: deletes still
+	// going then give up.
+	abandon     context.Context
+	stopDeletes context.CancelFunc
+	retries     retryList
+	retried     chan struct{} // closed when the retry loop has stopped
 
 	langs map[string]*language // by name
 
@@ -132,7 +140,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		closing:     closing,
 		close:       cancel,
 		langs:       map[string]*language{},
+		retried:     make(chan struct{}),
 	}
+	e.abandon, e.stopDeletes = context.WithCancel(context.Background())
 	for _, l := range cfg.Languages {
 		if _, dup := e.langs[l.Name]; dup {
 			c.Close()
@@ -143,6 +153,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	e.events = watchEvents(closing, c, cfg.Namespace, log, e.imageChanged)
 	e.exits = watchExits(closing, log)
+	go e.retryLoop()
 	return e, nil
 }
 
@@ -196,8 +207,11 @@ func (e *Executor) Prepare(ctx context.Context) error {
 }
 
 // Close kills the runs still going, destroys the ready sandboxes, waits for
-// every sandbox to be deleted and disconnects from containerd. Calls after
-// the first return its result.
+// every sandbox to be deleted, tries once more the deletes that failed
+// before, and disconnects from containerd. Once its programs are killed,
+// the deletes have closeTimeout: past it, what is left is the next
+// server's to sweep, and Close says so. Calls after the first return its
+// result.
 func (e *Executor) Close() error {
 	e.closeOnce.Do(func() { e.closeErr = e.shutdown() })
 	return e.closeErr
@@ -208,14 +222,22 @@ func (e *Executor) shutdown() error {
 	e.close()
 	e.closeMu.Unlock()
 	e.runs.Wait()
+	t := time.AfterFunc(closeTimeout, e.stopDeletes)
+	defer t.Stop()
 	for _, l := range e.langs {
 		l.pool.wait()
 	}
-	e.preparing.Wait()
 	e.cleanups.Wait()
+	<-e.retried
+	var err error
+	if left := e.retryDeletes(e.abandon); left > 0 {
+		err = fmt.Errorf("%d sandboxes could not be deleted; the next server's start-up sweep deletes them", left)
+	}
+	e.stopDeletes()
+	e.preparing.Wait()
 	e.events.wait()
 	e.exits.wait()
-	return e.client.Close()
+	return errors.Join(err, e.client.Close())
 }
 
 // Client returns the containerd client, for read-only checks such as the

@@ -181,6 +181,19 @@ func (w *exitWatch) untrack(pid uint32) {
 
 func (w *exitWatch) wait() { <-w.stopped }
 
+// code returns the status containerd will report for the process, from
+// the kernel's word: its exit status, or 128+N for signal N. ok is false
+// while the process runs, or when the kernel's word is missing.
+func (info *exitInfo) code() (code uint32, ok bool) {
+	if !isClosed(info.done) || !info.known {
+		return 0, false
+	}
+	if info.status.Signaled() {
+		return 128 + uint32(info.status.Signal()), true
+	}
+	return uint32(info.status.ExitStatus()), true
+}
+
 // signal says, once the process's exit was reported with status code,
 // whether a signal killed it and which: known is false when the kernel's
 // word is missing, or does not match code.

@@ -110,13 +110,15 @@ func (l *language) ready(ctx context.Context) (*preparedImage, error) {
 }
 
 // prepare runs one flight. A pull or unpack, once begun, is not
-// interrupted: containerd's unpacker cleans up on the context it was given,
-// and a cancelled one leaves its extraction snapshot behind. It runs
-// detached from every caller, bounded by prepareTimeout.
+// interrupted by a caller: containerd's unpacker cleans up on the context
+// it was given, and a cancelled one leaves its extraction snapshot behind.
+// It runs detached from every caller, bounded by prepareTimeout, and by
+// Close's own bound: a server that exits does not wait for a pull.
 func (l *language) prepare(f *flight) {
 	defer l.e.preparing.Done()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.e.closing), prepareTimeout)
 	defer cancel()
+	defer context.AfterFunc(l.e.abandon, cancel)()
 	img, pulled, err := l.e.prepareImage(ctx, l.cfg)
 	l.mu.Lock()
 	f.img, f.err = img, err
@@ -148,6 +150,7 @@ func (l *language) invalidate() {
 	l.mu.Unlock()
 	if changed {
 		l.e.log.Info("image changed in containerd; ready sandboxes of the old one are replaced", "language", l.cfg.Name, "image", l.cfg.Image)
-		l.pool.refill()
 	}
+	// A pool waiting for a missing image tries again at once.
+	l.pool.refill()
 }

@@ -2,14 +2,20 @@ package exec
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
 
 	sandboxoci "code-sandbox-mcp/oci"
 )
+
+// reconnectPoll is how often a pool asks containerd again while it does not
+// answer.
+const reconnectPoll = time.Second
 
 // poolMaxAge is how long a ready sandbox may wait for a program. Older ones
 // are replaced, and never taken, so that their deadline label, which
@@ -139,6 +145,7 @@ func (p *pool) fill() {
 	e := p.l.e
 	ctx := e.closing
 	backoff := time.Second
+	var lastErr string
 	tick := time.NewTicker(poolMaxAge / 4)
 	defer tick.Stop()
 	for {
@@ -149,15 +156,32 @@ func (p *pool) fill() {
 				if ctx.Err() != nil {
 					break
 				}
-				e.log.Warn("cannot fill the sandbox pool; retrying", "language", p.l.cfg.Name, "err", err, "in", backoff)
+				// While containerd does not answer, ask again every
+				// second, so that the pool is full again soon after it
+				// is back; other failures back off. A run's refill (it
+				// found the language ready) ends the wait at once.
+				wait := backoff
+				if errdefs.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded) {
+					wait = reconnectPoll
+				} else {
+					backoff = min(2*backoff, time.Minute)
+				}
+				log := e.log.Debug
+				if msg := err.Error(); msg != lastErr {
+					lastErr, log = msg, e.log.Warn
+				}
+				log("cannot fill the sandbox pool; retrying", "language", p.l.cfg.Name, "err", err, "in", wait)
 				select {
 				case <-ctx.Done():
-				case <-time.After(backoff):
+				case <-time.After(wait):
+				case <-p.wake:
 				}
-				backoff = min(2*backoff, time.Minute)
 				continue
 			}
-			backoff = time.Second
+			if lastErr != "" {
+				e.log.Info("the sandbox pool fills again", "language", p.l.cfg.Name)
+			}
+			backoff, lastErr = time.Second, ""
 			p.ready <- s
 		}
 		select {
@@ -212,12 +236,14 @@ func (p *pool) expire() {
 	}
 }
 
-// drain destroys every ready sandbox.
+// drain destroys every ready sandbox, side by side.
 func (p *pool) drain() {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case s := <-p.ready:
-			s.destroy(p.l.e.closing)
+			wg.Go(func() { s.destroy(p.l.e.closing) })
 		default:
 			return
 		}

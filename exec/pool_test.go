@@ -14,7 +14,7 @@ import (
 func testLanguage(t *testing.T, size int) *language {
 	t.Helper()
 	closing, cancel := context.WithCancel(context.Background())
-	e := &Executor{log: slog.New(slog.DiscardHandler), closing: closing, close: cancel, exits: &exitWatch{}}
+	e := &Executor{log: slog.New(slog.DiscardHandler), closing: closing, close: cancel, abandon: closing, exits: &exitWatch{}}
 	t.Cleanup(func() {
 		cancel()
 		e.cleanups.Wait()

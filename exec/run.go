@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -21,8 +22,10 @@ const (
 	// deletion of its objects.
 	createTimeout  = 30 * time.Second
 	cleanupTimeout = 30 * time.Second
-	// exitTimeout bounds the wait for a killed task to be reported gone.
-	exitTimeout = 10 * time.Second
+	// killTimeout bounds containerd's kill of a task, exitTimeout the wait
+	// for a killed task to be reported gone.
+	killTimeout = 3 * time.Second
+	exitTimeout = 3 * time.Second
 	// drainTimeout bounds the wait for the last output once a task exited.
 	drainTimeout = 5 * time.Second
 	// oomGrace is how long a run killed by a SIGKILL that it did not get
@@ -35,7 +38,7 @@ const (
 // (bad request, missing image, runtime failure, cancellation); a program
 // that fails is a Result, not an error. The sandbox is destroyed after Run
 // returns, in the background; Close waits for that.
-func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
+func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) {
 	lang, timeout, err := e.check(req)
 	if err != nil {
 		return nil, err
@@ -44,6 +47,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
 	}
 	defer e.runs.Done()
+	defer func() { err = e.notAnswering(ctx, err) }()
 	// Runs end when the caller gives up or the executor closes, and run
 	// in our namespace.
 	ctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, e.cfg.Namespace))
@@ -73,6 +77,24 @@ func (e *Executor) Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	defer e.retire(s)
 	return s.execute(ctx, req.Code, timeout)
+}
+
+// ErrNotAnswering marks the errors of calls that containerd did not
+// answer, or refused as unavailable, on an executor that was connected:
+// the daemon is restarting, or hangs. Retrying in a moment may help.
+var ErrNotAnswering = errors.New("containerd is not answering (restarting?)")
+
+// notAnswering wraps err with ErrNotAnswering where containerd did not
+// answer: it was unavailable, or a call's own bound ran out while the
+// caller still waited.
+func (e *Executor) notAnswering(ctx context.Context, err error) error {
+	switch {
+	case err == nil, e.closing.Err() != nil, ctx.Err() != nil:
+		return err
+	case errdefs.IsUnavailable(err), errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("%w: %w", ErrNotAnswering, err)
+	}
+	return err
 }
 
 // enter counts a run in, unless the executor is closing: Close waits for

@@ -183,12 +183,8 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 // it did. The program never goes through argv. On expiry of timeout, or
 // when ctx ends, every process of the sandbox is killed.
 func (s *sandbox) execute(ctx context.Context, program string, timeout time.Duration) (*Result, error) {
-	f := filepath.Join(s.dir, "code", s.lang.File)
-	if err := os.WriteFile(f, []byte(program), 0o444); err != nil {
-		return nil, fmt.Errorf("write program: %w", err)
-	}
-	if err := os.Chmod(f, 0o444); err != nil {
-		return nil, fmt.Errorf("write program: %w", err)
+	if err := s.writeProgram(program); err != nil {
+		return nil, err
 	}
 
 	timer := time.NewTimer(timeout)
@@ -201,31 +197,51 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 	}
 	started := time.Now()
 	res := &Result{Language: s.lang.Name, Image: s.lang.Image, Timeout: timeout}
-	var (
-		status containerd.ExitStatus
-		err    error
-	)
-	select {
-	case status = <-s.exited:
-	case <-timer.C:
-		res.TimedOut = true
-		if status, err = s.kill(ctx); err != nil {
-			return nil, err
+	var code uint32
+	// The process's end is told by containerd's exit, or, first or alone
+	// when containerd is slow or hangs, by the kernel's.
+	kernel := s.exit.done
+wait:
+	for {
+		select {
+		case st := <-s.exited:
+			c, _, err := st.Result()
+			if err != nil {
+				return nil, fmt.Errorf("read exit status: %w", err)
+			}
+			code = c
+			break wait
+		case <-kernel:
+			c, ok := s.exit.code()
+			if ok {
+				code = c
+				break wait
+			}
+			kernel = nil // the kernel's word is missing: wait for containerd's
+		case <-timer.C:
+			// A program that ended in time is not timed out, whatever
+			// containerd has said of it yet.
+			if c, ok := s.exit.code(); ok {
+				code = c
+				break wait
+			}
+			res.TimedOut = true
+			c, err := s.kill(ctx)
+			if err != nil {
+				return nil, err
+			}
+			code = c
+			break wait
+		case <-ctx.Done():
+			// The caller gave up: kill now; destroy deletes the rest.
+			s.kill(ctx)
+			return nil, fmt.Errorf("run cancelled: %w", context.Cause(ctx))
 		}
-	case <-ctx.Done():
-		// The caller gave up: kill now; destroy deletes the rest.
-		s.kill(ctx)
-		return nil, fmt.Errorf("run cancelled: %w", context.Cause(ctx))
 	}
 	res.Duration = time.Since(start)
 	s.drain()
 	s.e.log.Debug("run phases", "run", s.id,
 		"start", started.Sub(start), "run", res.Duration, "drain", time.Since(start)-res.Duration)
-
-	code, _, err := status.Result()
-	if err != nil {
-		return nil, fmt.Errorf("read exit status: %w", err)
-	}
 	res.ExitCode = int(code)
 	s.explain(res, code)
 	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
@@ -288,23 +304,62 @@ func (s *sandbox) stubExited() (containerd.ExitStatus, bool) {
 }
 
 // kill kills every process of the task and waits for it to be reported
-// gone. It runs on ctx's values, not its cancellation (the caller may have
-// given up), bounded by callTimeout and exitTimeout.
-func (s *sandbox) kill(ctx context.Context) (containerd.ExitStatus, error) {
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+// gone, by containerd or by the kernel; it returns the status it ended
+// with. It runs on ctx's values, not its cancellation (the caller may have
+// given up), bounded by killTimeout and exitTimeout. Where containerd does
+// not carry out the kill, the server kills the sandbox's first process
+// itself: it is the init of the sandbox's pid namespace, and the kernel
+// kills every other process of the namespace with it.
+func (s *sandbox) kill(ctx context.Context) (uint32, error) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
 	err := s.task.Kill(kctx, syscall.SIGKILL, containerd.WithKillAll)
 	cancel()
 	if err != nil && !errdefs.IsNotFound(err) {
-		s.e.log.Warn("kill sandbox", "run", s.id, "err", err)
+		s.e.log.Warn("kill sandbox; killing its process from the host", "run", s.id, "err", err)
+		if !isClosed(s.exit.done) {
+			if err := unix.Kill(int(s.task.Pid()), unix.SIGKILL); err != nil && err != unix.ESRCH {
+				s.e.log.Warn("kill sandbox process", "run", s.id, "pid", s.task.Pid(), "err", err)
+			}
+		}
 	}
 	t := time.NewTimer(exitTimeout)
 	defer t.Stop()
-	select {
-	case st := <-s.exited:
-		return st, nil
-	case <-t.C:
-		return containerd.ExitStatus{}, fmt.Errorf("sandbox %s did not exit within %s of SIGKILL", s.id, exitTimeout)
+	kernel := s.exit.done
+	for {
+		select {
+		case st := <-s.exited:
+			code, _, err := st.Result()
+			return code, err
+		case <-kernel:
+			if code, ok := s.exit.code(); ok {
+				return code, nil
+			}
+			kernel = nil
+		case <-t.C:
+			return 0, fmt.Errorf("sandbox %s did not exit within %s of SIGKILL, and containerd did not say so either: its status is unknown: %w", s.id, killTimeout+exitTimeout, errdefs.ErrUnavailable)
+		}
 	}
+}
+
+// writeProgram writes the program where the sandbox reads it. A write
+// that fails (the state directory's file system is full, say) leaves no
+// partial file, and says where and how much room there was.
+func (s *sandbox) writeProgram(program string) error {
+	f := filepath.Join(s.dir, "code", s.lang.File)
+	err := os.WriteFile(f, []byte(program), 0o444)
+	if err == nil {
+		err = os.Chmod(f, 0o444)
+	}
+	if err == nil {
+		return nil
+	}
+	os.Remove(f)
+	var st unix.Statfs_t
+	if unix.Statfs(s.e.cfg.StateDir, &st) == nil {
+		free := int64(st.Bavail) * st.Bsize
+		return fmt.Errorf("write the program (%d bytes) to state directory %s, which has %d bytes free: %v: %w", len(program), s.e.cfg.StateDir, free, err, errdefs.ErrFailedPrecondition)
+	}
+	return fmt.Errorf("write the program to state directory %s: %v: %w", s.e.cfg.StateDir, err, errdefs.ErrFailedPrecondition)
 }
 
 // drain waits, boundedly, for the output copiers to reach the end of both
@@ -331,6 +386,9 @@ func (s *sandbox) destroy(ctx context.Context) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
+	// Past the bound on the executor's shutdown, what is left is left to
+	// the next server's sweep.
+	defer context.AfterFunc(s.e.abandon, cancel)()
 	if s.start != nil {
 		s.start.close()
 	}
@@ -345,11 +403,12 @@ func (s *sandbox) destroy(ctx context.Context) {
 			s.e.log.Warn("delete task", "run", s.id, "err", err)
 		}
 	}
+	var failed error
 	if s.container != nil {
 		// deleteContainer also finds a task whose creation failed on our
 		// side but not in the daemon.
-		if err := deleteContainer(ctx, s.container); err != nil {
-			s.e.log.Warn("delete sandbox", "run", s.id, "err", err)
+		if failed = deleteContainer(ctx, s.container); failed != nil {
+			s.e.log.Warn("delete sandbox; retrying in the background", "run", s.id, "err", failed)
 		}
 	}
 	if s.stopOOM != nil {
@@ -357,6 +416,12 @@ func (s *sandbox) destroy(ctx context.Context) {
 	}
 	if s.exit != nil {
 		s.e.exits.untrack(s.task.Pid())
+	}
+	// The run directory holds the FIFOs the shim may still have open:
+	// it goes with the container.
+	if failed != nil {
+		s.e.deleteLater(s.container, s.dir)
+		return
 	}
 	if s.dir != "" {
 		if err := os.RemoveAll(s.dir); err != nil {
