@@ -130,6 +130,18 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 		return exitOK
 	}
 
+	// A shutdown is a signal (SIGINT, SIGTERM, or SIGHUP: the terminal or
+	// the client went away) or a broken stdout or stderr (the client died
+	// and its pipes with it). Either way the server kills its programs and
+	// deletes its sandboxes before it exits, and logs nothing to a dead
+	// pipe.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	ctx, shutdown := context.WithCancelCause(ctx)
+	defer shutdown(nil)
+	stdout = &brokenPipe{w: stdout, gone: func() { shutdown(errors.New("stdout is closed: the client is gone")) }}
+	stderr = &brokenPipe{w: stderr, gone: func() { shutdown(errors.New("stderr is closed: the client is gone")) }}
+
 	// run and doctor accept the global flags after their name too; images
 	// parses its own verbs, and serve takes no arguments.
 	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
@@ -146,8 +158,6 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 		}
 		return l
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 
 	switch cmd {
 	case "", "serve":

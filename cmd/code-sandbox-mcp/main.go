@@ -9,11 +9,17 @@ package main
 
 import (
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
+	// A write to a closed stdout or stderr fails with EPIPE instead of
+	// killing the process: the client died, and the server must still
+	// clean up (realMain shuts down on it).
+	signal.Ignore(syscall.SIGPIPE)
 	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -115,6 +116,8 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 // problem: as mcpserver tells a model, by the error's errdefs class.
 func runHint(cfg *config.Config, err error) string {
 	switch {
+	case errors.Is(err, exec.ErrNotAnswering):
+		return "retry in a moment; if it persists, diagnose the set-up: `" + doctorHint(cfg) + "`"
 	case errdefs.IsNotFound(err):
 		return "import the image: `" + importHint(cfg) + "`"
 	case errdefs.IsFailedPrecondition(err), errdefs.IsUnavailable(err), errdefs.IsPermissionDenied(err):

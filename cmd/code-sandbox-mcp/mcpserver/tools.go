@@ -209,6 +209,9 @@ func sandboxErrorText(ctx context.Context, lang string, err error, o Options) st
 		return "The call was cancelled before the program finished, so there is no result; its sandbox is being removed."
 	case errdefs.IsInvalidArgument(err):
 		return fmt.Sprintf("Invalid request: %v. Nothing was run: fix the arguments and call again.", err)
+	case errors.Is(err, exec.ErrNotAnswering):
+		return fmt.Sprintf("containerd, which runs the sandboxes, did not answer (it may be restarting), so there is no result: %v. This is not a problem of your code: retry in a moment; if it persists, %s",
+			err, ask("diagnose it", o.DoctorHint))
 	case errdefs.IsNotFound(err):
 		return fmt.Sprintf("The %s sandbox image is missing, so nothing was run: %v. This is a set-up problem of the server, not of your code, and retrying will not help until the image is there: %s",
 			lang, err, ask("import it", o.ImportHint))
