@@ -18,6 +18,7 @@ const (
 	cnIdxProc         = 1
 	cnValProc         = 1
 	procCnMcastListen = 1
+	procEventExec     = 0x00000002
 	procEventExit     = 0x80000000
 	nlmsgHdrLen       = 16
 	cnMsgLen          = 20
@@ -51,6 +52,7 @@ type exitInfo struct {
 	done   chan struct{}
 	known  bool
 	status syscall.WaitStatus
+	execs  int // programs the process exec'd while tracked, until done
 }
 
 func watchExits(ctx context.Context, log *slog.Logger) *exitWatch {
@@ -132,7 +134,11 @@ func (w *exitWatch) parse(b []byte) {
 		}
 		m := b[:l]
 		b = b[(l+3)&^3:]
-		if len(m) < exitEventOffset+12 || le.Uint32(m[exitEventOffset-16:]) != procEventExit {
+		if len(m) < exitEventOffset+12 {
+			continue
+		}
+		what := le.Uint32(m[exitEventOffset-16:])
+		if what != procEventExit && what != procEventExec {
 			continue
 		}
 		pid, tgid := le.Uint32(m[exitEventOffset:]), le.Uint32(m[exitEventOffset+4:])
@@ -141,8 +147,12 @@ func (w *exitWatch) parse(b []byte) {
 		}
 		w.mu.Lock()
 		if info, ok := w.tracked[pid]; ok && !isClosed(info.done) {
-			info.known, info.status = true, syscall.WaitStatus(le.Uint32(m[exitEventOffset+8:]))
-			close(info.done)
+			if what == procEventExec {
+				info.execs++
+			} else {
+				info.known, info.status = true, syscall.WaitStatus(le.Uint32(m[exitEventOffset+8:]))
+				close(info.done)
+			}
 		}
 		w.mu.Unlock()
 	}
@@ -180,6 +190,15 @@ func (w *exitWatch) untrack(pid uint32) {
 }
 
 func (w *exitWatch) wait() { <-w.stopped }
+
+// execed returns, once the process ended, how many programs it exec'd
+// while it was tracked; ok is false when the kernel's word is missing.
+func (info *exitInfo) execed() (n int, ok bool) {
+	if !isClosed(info.done) || !info.known {
+		return 0, false
+	}
+	return info.execs, true
+}
 
 // code returns the status containerd will report for the process, from
 // the kernel's word: its exit status, or 128+N for signal N. ok is false

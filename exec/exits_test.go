@@ -68,3 +68,43 @@ func TestExitWatchWithoutTheConnectorKnowsNothing(t *testing.T) {
 		t.Errorf("got signal %v known %v; want unknown", sig, known)
 	}
 }
+
+// The watch counts the programs a tracked process exec'd: how a sandbox
+// tells a stub that ran its program from one that ended before it.
+func TestExitWatchCountsExecs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_NET_ADMIN) for the kernel's process events; make test runs as root")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := watchExits(ctx, slog.New(slog.DiscardHandler))
+	defer func() {
+		cancel()
+		w.wait()
+	}()
+	for _, tt := range []struct {
+		script string
+		execs  int
+	}{
+		{"exit 0", 0},
+		{"exec /bin/true", 1},
+		{"exec /bin/sh -c 'exec /bin/true'", 2},
+	} {
+		cmd := osexec.Command("/bin/sh", "-c", "read _; "+tt.script)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		info := w.track(uint32(cmd.Process.Pid))
+		in.Write([]byte("\n"))
+		cmd.Wait()
+		info.signal(0) // waits for the exit event
+		n, ok := info.execed()
+		w.untrack(uint32(cmd.Process.Pid))
+		if !ok || n != tt.execs {
+			t.Errorf("%q: got %d execs (known %v); want %d", tt.script, n, ok, tt.execs)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 
 	sandboxoci "code-sandbox-mcp/oci"
@@ -82,7 +81,8 @@ func (p *pool) take() *sandbox {
 			return nil
 		}
 		if st, exited := s.stubExited(); exited {
-			p.stubFailed(st)
+			code, _, _ := st.Result()
+			p.stubFailed(code)
 			p.l.e.retire(s)
 			continue
 		}
@@ -94,13 +94,12 @@ func (p *pool) take() *sandbox {
 	}
 }
 
-// stubFailed stops starting sandboxes ahead, after a stub exited early with
-// status st.
-func (p *pool) stubFailed(st containerd.ExitStatus) {
+// stubFailed stops starting sandboxes ahead, after a stub exited before
+// its program with status code.
+func (p *pool) stubFailed(code uint32) {
 	if !p.ahead.Swap(false) {
 		return
 	}
-	code, _, _ := st.Result()
 	why := "the waiting /bin/sh exited before its program"
 	if code == sandboxoci.StubRefused {
 		why = "the image's /bin/sh is bash, which changes the environment it passes on"

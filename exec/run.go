@@ -64,16 +64,26 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 
 	// Refill after the program, not before it: see pool.take.
 	defer lang.pool.refill()
-	s := lang.pool.take()
-	if s == nil {
-		img, err := lang.ready(ctx)
-		if err != nil {
-			return nil, err
+	if s := lang.pool.take(); s != nil {
+		res, err := s.execute(ctx, req.Code, timeout)
+		e.retire(s)
+		var ended *stubEnded
+		if !errors.As(err, &ended) {
+			return res, err
 		}
-		// Started ahead would only add the stub's exec to the run.
-		if s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), false); err != nil {
-			return nil, err
-		}
+		// The stub had ended, or ended without running the program,
+		// before the line reached it: the program never ran. It runs in
+		// a sandbox of its own.
+		lang.pool.stubFailed(ended.code)
+	}
+	img, err := lang.ready(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// Started ahead would only add the stub's exec to the run.
+	s, err := e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), false)
+	if err != nil {
+		return nil, err
 	}
 	defer e.retire(s)
 	return s.execute(ctx, req.Code, timeout)

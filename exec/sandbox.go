@@ -238,6 +238,12 @@ wait:
 			return nil, fmt.Errorf("run cancelled: %w", context.Cause(ctx))
 		}
 	}
+	// A stub that ended before it exec'd the program (two execs: runc's
+	// init into the stub, the stub into the interpreter) ran nothing,
+	// whatever containerd says of its status.
+	if n, ok := s.exit.execed(); ok && s.start != nil && n < 2 && !res.TimedOut {
+		return nil, &stubEnded{code: code}
+	}
 	res.Duration = time.Since(start)
 	s.drain()
 	s.e.log.Debug("run phases", "run", s.id,
@@ -287,6 +293,14 @@ func (s *sandbox) startTask(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	return s.task.Start(ctx)
+}
+
+// stubEnded is execute's error when a sandbox started ahead ran nothing:
+// its stub ended (with status code) before it exec'd the program.
+type stubEnded struct{ code uint32 }
+
+func (e *stubEnded) Error() string {
+	return fmt.Sprintf("the waiting /bin/sh exited with status %d before it ran the program", e.code)
 }
 
 // stubExited reports, for a sandbox started ahead, whether its stub
