@@ -17,7 +17,9 @@ package integration
 // -benchtime 1x ./integration. It prints a table and writes the same as
 // JSON to BENCH_JSON (default: bin/bench.json in the repository). BENCH_N
 // (default 200) is the number of calls per hello row; the numpy/pandas rows
-// make a tenth of it, at least 20.
+// make a tenth of it, at least 20. BENCH_ONLY, a comma-separated list of
+// benchPartNames, runs just those parts (to check one part without the
+// whole run); the table and the targets then show what they measured.
 
 import (
 	"archive/tar"
@@ -147,6 +149,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		}
 		return n
 	}
+	part := benchParts(b)
 	out := os.Getenv("BENCH_JSON")
 	if out == "" {
 		out = filepath.Join("..", "bin", "bench.json")
@@ -164,59 +167,71 @@ func BenchmarkSideBySide(b *testing.B) {
 	stopWatch := watchLoad()
 
 	// The floor.
-	for _, p := range benchPrograms {
-		rep.Latency = append(rep.Latency, floorRow(b, p, samples(p)))
+	if part("floor") {
+		for _, p := range benchPrograms {
+			rep.Latency = append(rep.Latency, floorRow(b, p, samples(p)))
+		}
 	}
 
 	// The server with its default pool: paced, then back to back, then
 	// throughput; idle RSS first.
-	s := startBench(b, bin, "concurrency = 16\n")
-	s.waitQuiet(b, 2*pool)
-	time.Sleep(time.Second)
-	rep.IdleRSSMiB = s.rss()
-	for _, p := range benchPrograms {
-		rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
-	}
-	for _, p := range benchPrograms {
-		rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d, back to back", pool), p, samples(p), -1))
-	}
-	for _, c := range []int{1, 4, 8, 16} {
+	if part("pool") {
+		s := startBench(b, bin, "concurrency = 16\n")
 		s.waitQuiet(b, 2*pool)
-		rep.Throughput = append(rep.Throughput, s.throughput(b, benchPrograms[0], c, 8*time.Second))
-	}
-	s.waitQuiet(b, 2*pool)
-	rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
-	rep.Phases = s.phases()
-	s.close(b)
-
-	// The ceiling of containerd and runc here, with no server running.
-	rep.Throughput = append(rep.Throughput, platformThroughput(b, 8, 8*time.Second))
-
-	// On demand.
-	s = startBench(b, bin, "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n")
-	for _, p := range benchPrograms {
-		rep.Latency = append(rep.Latency, s.latency(b, "ours, pool 0", p, samples(p), 0))
-	}
-	s.close(b)
-
-	// Time to the first result, from the exec of a fresh server.
-	for range 5 {
-		start := time.Now()
-		s := startBench(b, bin, "")
-		s.call(b, benchPrograms[0])
-		rep.FirstResult = append(rep.FirstResult, ms(time.Since(start)))
+		time.Sleep(time.Second)
+		rep.IdleRSSMiB = s.rss()
+		for _, p := range benchPrograms {
+			rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
+		}
+		for _, p := range benchPrograms {
+			rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d, back to back", pool), p, samples(p), -1))
+		}
+		for _, c := range []int{1, 4, 8, 16} {
+			s.waitQuiet(b, 2*pool)
+			rep.Throughput = append(rep.Throughput, s.throughput(b, benchPrograms[0], c, 8*time.Second))
+		}
+		s.waitQuiet(b, 2*pool)
+		rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
+		rep.Phases = s.phases()
 		s.close(b)
 	}
 
-	for _, rt := range []string{"podman", "docker"} {
-		for i, p := range benchPrograms {
-			row := cliRow(b, rt, p, samples(p))
-			if i == 0 && row.Unavailable != "" {
-				row.Program = "all"
+	// The ceiling of containerd and runc here, with no server running.
+	if part("platform") {
+		rep.Throughput = append(rep.Throughput, platformThroughput(b, 8, 8*time.Second))
+	}
+
+	// On demand.
+	if part("pool0") {
+		s := startBench(b, bin, "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n")
+		for _, p := range benchPrograms {
+			rep.Latency = append(rep.Latency, s.latency(b, "ours, pool 0", p, samples(p), 0))
+		}
+		s.close(b)
+	}
+
+	// Time to the first result, from the exec of a fresh server.
+	if part("first") {
+		for range 5 {
+			start := time.Now()
+			s := startBench(b, bin, "")
+			s.call(b, benchPrograms[0])
+			rep.FirstResult = append(rep.FirstResult, ms(time.Since(start)))
+			s.close(b)
+		}
+	}
+
+	if part("cli") {
+		for _, rt := range []string{"podman", "docker"} {
+			for i, p := range benchPrograms {
+				row := cliRow(b, rt, p, samples(p))
+				if i == 0 && row.Unavailable != "" {
+					row.Program = "all"
+					rep.Latency = append(rep.Latency, row)
+					break
+				}
 				rep.Latency = append(rep.Latency, row)
-				break
 			}
-			rep.Latency = append(rep.Latency, row)
 		}
 	}
 
@@ -254,6 +269,26 @@ func BenchmarkSideBySide(b *testing.B) {
 		}
 	}
 	b.ReportMetric(rep.IdleRSSMiB, "idle-rss-MiB")
+}
+
+// benchPartNames are the parts of the run, in order, for BENCH_ONLY.
+var benchPartNames = []string{"floor", "pool", "platform", "pool0", "first", "cli"}
+
+// benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
+// (all of them when it is empty), and reports whether a part is to run.
+func benchParts(b *testing.B) func(name string) bool {
+	b.Helper()
+	v := os.Getenv("BENCH_ONLY")
+	if v == "" {
+		return func(string) bool { return true }
+	}
+	only := strings.Split(v, ",")
+	for _, name := range only {
+		if !slices.Contains(benchPartNames, name) {
+			b.Fatalf("BENCH_ONLY=%q: no part %q; want a comma-separated list of %v", v, name, benchPartNames)
+		}
+	}
+	return func(name string) bool { return slices.Contains(only, name) }
 }
 
 // watchLoad samples, every second until the returned function is called,
@@ -1008,7 +1043,9 @@ func (r *benchReport) judge() {
 			add("python hello >= 30 runs/s at concurrency 8", true, got, t.RunsPerSec >= 30)
 		}
 	}
-	add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
+	if r.IdleRSSMiB > 0 {
+		add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
+	}
 	for _, t := range r.Throughput {
 		if t.Concurrency == 16 && t.Program == bigOutput.name {
 			add("server RSS <= 80 MiB at concurrency 16, 64 KiB out", true, fmt.Sprintf("%.1f MiB peak", t.PeakRSSMiB), t.PeakRSSMiB <= 80)
@@ -1025,29 +1062,38 @@ func (r *benchReport) judge() {
 func (r *benchReport) table() string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "\n%s, %s, containerd %s; default pool %d per language\n\n", r.Date, r.Machine, r.Containerd, r.Pool)
-	fmt.Fprintf(&w, "| runtime | program | n | p50 ms | p95 ms | p99 ms | run p50 ms | destroy p50 ms |\n")
-	fmt.Fprintf(&w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
 	num := func(f float64) string {
 		if f == 0 {
 			return ""
 		}
 		return strconv.FormatFloat(f, 'f', 1, 64)
 	}
-	for _, l := range r.Latency {
-		if l.Unavailable != "" {
-			fmt.Fprintf(&w, "| %s | %s | not available: %s |||||| \n", l.Runtime, l.Program, l.Unavailable)
-			continue
+	if len(r.Latency) > 0 {
+		fmt.Fprintf(&w, "| runtime | program | n | p50 ms | p95 ms | p99 ms | run p50 ms | destroy p50 ms |\n")
+		fmt.Fprintf(&w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
+		for _, l := range r.Latency {
+			if l.Unavailable != "" {
+				fmt.Fprintf(&w, "| %s | %s | not available: %s |||||| \n", l.Runtime, l.Program, l.Unavailable)
+				continue
+			}
+			fmt.Fprintf(&w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", l.Runtime, l.Program, l.N, num(l.P50Ms), num(l.P95Ms), num(l.P99Ms), num(l.RunP50Ms), num(l.DestroyP50))
 		}
-		fmt.Fprintf(&w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", l.Runtime, l.Program, l.N, num(l.P50Ms), num(l.P95Ms), num(l.P99Ms), num(l.RunP50Ms), num(l.DestroyP50))
+		fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (from the program's start to its exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
 	}
-	fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (from the program's start to its exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
-	fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB |\n|--:|---|--:|--:|--:|--:|--:|\n")
-	for _, t := range r.Throughput {
-		fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB)
+	if len(r.Throughput) > 0 {
+		fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB |\n|--:|---|--:|--:|--:|--:|--:|\n")
+		for _, t := range r.Throughput {
+			fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB)
+		}
 	}
-	fmt.Fprintf(&w, "\nidle RSS after start, pools full: %.1f MiB. first result after exec: %v ms.\n", r.IdleRSSMiB, r.FirstResult)
+	if r.IdleRSSMiB > 0 {
+		fmt.Fprintf(&w, "\nidle RSS after start, pools full: %.1f MiB.\n", r.IdleRSSMiB)
+	}
+	if len(r.FirstResult) > 0 {
+		fmt.Fprintf(&w, "\nfirst result after exec: %v ms.\n", r.FirstResult)
+	}
 
-	fmt.Fprintf(&w, "\nratios of p50:\n\n")
+	var ratios []string
 	for _, p := range benchPrograms {
 		floor := r.row(floorName, p.name)
 		var parts []string
@@ -1065,7 +1111,12 @@ func (r *benchReport) table() string {
 				parts = append(parts, fmt.Sprintf("%s / ours %.2fx", rt, o.P50Ms/ours.P50Ms))
 			}
 		}
-		fmt.Fprintf(&w, "- %s: %s\n", p.name, strings.Join(parts, "; "))
+		if len(parts) > 0 {
+			ratios = append(ratios, fmt.Sprintf("- %s: %s\n", p.name, strings.Join(parts, "; ")))
+		}
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(&w, "\nratios of p50:\n\n%s", strings.Join(ratios, ""))
 	}
 	if len(r.Phases) > 0 {
 		fmt.Fprintf(&w, "\nrun phases (server debug log, pool %d server, every run):\n\n", r.Pool)
