@@ -63,7 +63,7 @@ func platformThroughput(b *testing.B, c int, d time.Duration) throughputRow {
 		}
 		return nil
 	}
-	row, err := drive(platformName, c, d, once)
+	row, err := drive(platformName, c, until(d), once)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -548,7 +548,7 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 			}
 		}
 	}()
-	row, err := drive(p.name, c, d, func() error { _, err := s.callErr(p); return err })
+	row, err := drive(p.name, c, until(d), func() error { _, err := s.callErr(p); return err })
 	close(stop)
 	if err != nil {
 		b.Fatalf("%v\nstderr tail:\n%s", err, tail(s.stderr.String(), 2000))
@@ -558,10 +558,11 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 	return row
 }
 
-// drive calls once from c workers for d, each again as soon as its last
-// call returned, and sums up the calls as the throughput row of program.
-// The first error stops its worker and is returned once all have stopped.
-func drive(program string, c int, d time.Duration, once func() error) (throughputRow, error) {
+// drive calls once from c workers, each again as soon as its last call
+// returned and for as long as more says, and sums up the calls as the
+// throughput row of program. The first error stops its worker and is
+// returned once all have stopped.
+func drive(program string, c int, more func() bool, once func() error) (throughputRow, error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -569,10 +570,9 @@ func drive(program string, c int, d time.Duration, once func() error) (throughpu
 		errs []error
 	)
 	start := time.Now()
-	end := start.Add(d)
 	for range c {
 		wg.Go(func() {
-			for time.Now().Before(end) {
+			for more() {
 				t0 := time.Now()
 				err := once()
 				mu.Lock()
@@ -602,6 +602,12 @@ func drive(program string, c int, d time.Duration, once func() error) (throughpu
 		P50Ms:       ms(percentile(lat, 50)),
 		P99Ms:       ms(percentile(lat, 99)),
 	}, nil
+}
+
+// until returns a more for drive that says yes until d has passed.
+func until(d time.Duration) func() bool {
+	end := time.Now().Add(d)
+	return func() bool { return time.Now().Before(end) }
 }
 
 func (s *benchServer) rss() float64 { return round(float64(s.rssKiB()) / 1024) }
