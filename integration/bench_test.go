@@ -550,10 +550,10 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 			}
 		}
 	}()
-	row, err := drive(p.name, c, until(d), func() error { _, err := s.callErr(p); return err })
+	row, errs := drive(p.name, c, until(d), func() error { _, err := s.callErr(p); return err })
 	close(stop)
-	if err != nil {
-		b.Fatalf("%v\nstderr tail:\n%s", err, tail(s.stderr.String(), 2000))
+	if len(errs) > 0 {
+		b.Fatalf("%s at concurrency %d: %d calls failed; the first: %v\nstderr tail:\n%s", p.name, c, len(errs), errs[0], tail(s.stderr.String(), 2000))
 	}
 	row.PeakRSSMiB = round(float64(peak.Load()) / 1024)
 	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s, peak RSS %.1f MiB\n", p.name, c, row.RunsPerSec, row.PeakRSSMiB)
@@ -562,9 +562,10 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 
 // drive calls once from c workers, each again as soon as its last call
 // returned and for as long as more says, and sums up the calls as the
-// throughput row of program. The first error stops its worker and is
-// returned once all have stopped.
-func drive(program string, c int, more func() bool, once func() error) (throughputRow, error) {
+// throughput row of program; the row counts the calls that succeeded. A
+// worker goes on after an error; drive returns every error, in the order
+// the calls returned.
+func drive(program string, c int, more func() bool, once func() error) (throughputRow, []error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -584,17 +585,11 @@ func drive(program string, c int, more func() bool, once func() error) (throughp
 					lat = append(lat, time.Since(t0))
 				}
 				mu.Unlock()
-				if err != nil {
-					return
-				}
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if len(errs) > 0 {
-		return throughputRow{}, fmt.Errorf("%s at concurrency %d: %w", program, c, errs[0])
-	}
 	return throughputRow{
 		Concurrency: c,
 		Program:     program,
@@ -603,7 +598,7 @@ func drive(program string, c int, more func() bool, once func() error) (throughp
 		RunsPerSec:  round(float64(len(lat)) / elapsed.Seconds()),
 		P50Ms:       ms(percentile(lat, 50)),
 		P99Ms:       ms(percentile(lat, 99)),
-	}, nil
+	}, errs
 }
 
 // until returns a more for drive that says yes until d has passed.
