@@ -11,7 +11,10 @@ package integration
 //   - the floor: the interpreter started directly in an unpacked copy of the
 //     image (chroot), no container;
 //   - throughput at concurrency 1, 4, 8, 16 and the server's RSS;
-//   - the time from the server's exec to its first result.
+//   - the time from the server's exec to its first result;
+//   - a soak: BENCH_SOAK_N (default 1000) Python hellos at concurrency 8 on
+//     one server, with its errors, its RSS after every 100 calls, and what
+//     is left after it exits.
 //
 // It samples on its own and runs once: go test -run '^$' -bench SideBySide
 // -benchtime 1x ./integration. It prints a table and writes the same as
@@ -111,6 +114,39 @@ type throughputRow struct {
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
 }
 
+// soakEvery is how many completed calls of the soak there are between two
+// samples of the server's RSS.
+const soakEvery = 100
+
+// soakRow is the soak: one server, many calls of one program, every error
+// counted rather than the first ending it. The throughput fields count
+// the calls that succeeded.
+type soakRow struct {
+	throughputRow
+	Calls       int       `json:"calls"`
+	Errors      int       `json:"errors"`                 // isError results, wrong output, transport errors
+	FirstErrors []string  `json:"first_errors,omitempty"` // the first few
+	RSSMiB      []float64 `json:"rss_mib_every_100"`      // after every soakEvery completed calls
+	AfterExit   []string  `json:"after_exit,omitempty"`   // leftovers, an unclean exit, a panic
+}
+
+// flat reports whether the server's RSS held: the last sample is within
+// 10% of the first, which is taken after soakEvery calls and so after the
+// server's warm-up.
+func (r *soakRow) flat() bool {
+	return len(r.RSSMiB) > 0 && r.RSSMiB[len(r.RSSMiB)-1] <= 1.1*r.RSSMiB[0]
+}
+
+// String sums up the soak in a line.
+func (r *soakRow) String() string {
+	left := "nothing left after exit"
+	if len(r.AfterExit) > 0 {
+		left = fmt.Sprintf("%d things wrong at or after exit", len(r.AfterExit))
+	}
+	return fmt.Sprintf("%d calls of %s at concurrency %d on one server: %d errors, %.1f s (%.1f runs/s, p50 %.1f ms, p99 %.1f ms), RSS MiB after every %d calls: %v, %s",
+		r.Calls, r.Program, r.Concurrency, r.Errors, r.Seconds, r.RunsPerSec, r.P50Ms, r.P99Ms, soakEvery, r.RSSMiB, left)
+}
+
 // target is one of issue #5's targets and where it stands.
 type target struct {
 	Name  string `json:"name"`
@@ -130,6 +166,7 @@ type benchReport struct {
 	IdleRSSMiB  float64         `json:"idle_rss_mib"`
 	FirstResult []float64       `json:"first_result_ms"`
 	Phases      []string        `json:"phases,omitempty"` // debug "run phases" lines, summarized
+	Soak        *soakRow        `json:"soak,omitempty"`
 	Targets     []target        `json:"targets"`
 	Notes       []string        `json:"notes,omitempty"`
 }
@@ -143,6 +180,13 @@ func BenchmarkSideBySide(b *testing.B) {
 		}
 	}
 	nFew := max(n/10, 20)
+	nSoak := 1000
+	if v := os.Getenv("BENCH_SOAK_N"); v != "" {
+		var err error
+		if nSoak, err = strconv.Atoi(v); err != nil || nSoak < 1 {
+			b.Fatalf("BENCH_SOAK_N=%q: want a positive integer", v)
+		}
+	}
 	samples := func(p benchProgram) int {
 		if p.few {
 			return nFew
@@ -221,6 +265,14 @@ func BenchmarkSideBySide(b *testing.B) {
 		}
 	}
 
+	// Many calls on one server: errors, its RSS as the calls go on, and
+	// what is left after it exits.
+	if part("soak") {
+		s := startBench(b, bin, "concurrency = 16\n")
+		s.waitQuiet(b, 2*pool)
+		rep.Soak = s.soak(b, benchPrograms[0], nSoak, 8)
+	}
+
 	if part("cli") {
 		for _, rt := range []string{"podman", "docker"} {
 			for i, p := range benchPrograms {
@@ -271,10 +323,13 @@ func BenchmarkSideBySide(b *testing.B) {
 	if rep.IdleRSSMiB > 0 {
 		b.ReportMetric(rep.IdleRSSMiB, "idle-rss-MiB")
 	}
+	if rep.Soak != nil {
+		b.ReportMetric(float64(rep.Soak.Errors), "soak-errors")
+	}
 }
 
 // benchPartNames are the parts of the run, in order, for BENCH_ONLY.
-var benchPartNames = []string{"floor", "pool", "platform", "pool0", "first", "cli"}
+var benchPartNames = []string{"floor", "pool", "platform", "pool0", "first", "soak", "cli"}
 
 // benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
 // (all of them when it is empty), and reports whether a part is to run.
@@ -422,15 +477,47 @@ func startBench(b *testing.B, bin, sandboxTOML string) *benchServer {
 }
 
 // close ends the session; the server must exit cleanly and leave nothing.
-func (s *benchServer) close(b *testing.B) {
-	b.Helper()
+func (s *benchServer) close(t testing.TB) {
+	t.Helper()
 	if err := s.c.Close(); err != nil {
-		b.Errorf("close the client (the server's exit): %v\nstderr:\n%s", err, s.stderr)
+		t.Errorf("close the client (the server's exit): %v\nstderr:\n%s", err, s.stderr)
 	}
-	assertNoLeftovers(b, s.stateDir)
+	assertNoLeftovers(t, s.stateDir)
 	if strings.Contains(s.stderr.String(), "panic") {
-		b.Errorf("server stderr has a panic:\n%s", s.stderr)
+		t.Errorf("server stderr has a panic:\n%s", s.stderr)
 	}
+}
+
+// soak calls p n times from c workers on s, counting errors, and samples
+// the server's RSS after every soakEvery completed calls; then it closes
+// the server and records what its exit left wrong. Those fail the
+// benchmark as close's do; the calls' errors are only counted.
+func (s *benchServer) soak(b *testing.B, p benchProgram, n, c int) *soakRow {
+	b.Helper()
+	r := &soakRow{Calls: n, RSSMiB: make([]float64, n/soakEvery)}
+	var issued, called atomic.Int64
+	row, errs := drive(p.name, c, func() bool { return issued.Add(1) <= int64(n) }, func() error {
+		_, err := s.callErr(p)
+		if k := called.Add(1); k%soakEvery == 0 {
+			r.RSSMiB[k/soakEvery-1] = s.rss() // each k writes its own sample
+		}
+		return err
+	})
+	r.throughputRow = row
+	r.Errors = len(errs)
+	for _, err := range errs[:min(len(errs), 5)] {
+		r.FirstErrors = append(r.FirstErrors, err.Error())
+	}
+	r.PeakRSSMiB = slices.Max(append([]float64{0}, r.RSSMiB...))
+	rec := &recorder{TB: b}
+	s.close(rec)
+	for _, e := range rec.errs {
+		b.Error(e)
+		line, _, _ := strings.Cut(e, "\n") // without the server's stderr
+		r.AfterExit = append(r.AfterExit, line)
+	}
+	fmt.Fprintf(os.Stderr, "bench: soak: %s\n", r)
+	return r
 }
 
 // call runs p once and checks its output.
@@ -1057,6 +1144,15 @@ func (r *benchReport) judge() {
 			add("server RSS <= 80 MiB at concurrency 16, 64 KiB out", true, fmt.Sprintf("%.1f MiB peak", t.PeakRSSMiB), t.PeakRSSMiB <= 80)
 		}
 	}
+	if s := r.Soak; s != nil {
+		rss := "no RSS sample"
+		if len(s.RSSMiB) > 0 {
+			rss = fmt.Sprintf("RSS %.1f MiB after %d calls, %.1f MiB after %d", s.RSSMiB[0], soakEvery, s.RSSMiB[len(s.RSSMiB)-1], soakEvery*len(s.RSSMiB))
+		}
+		add("soak: 0 errors, RSS flat (the last sample <= 1.1x the first), nothing left after exit", len(s.RSSMiB) > 0,
+			fmt.Sprintf("%d errors in %d calls, %s, %d things wrong at or after exit", s.Errors, s.Calls, rss, len(s.AfterExit)),
+			s.Errors == 0 && s.flat() && len(s.AfterExit) == 0)
+	}
 	if len(r.FirstResult) > 0 {
 		worst := slices.Max(r.FirstResult)
 		add("first result <= 1 s after the server starts", true,
@@ -1123,6 +1219,15 @@ func (r *benchReport) table() string {
 	}
 	if len(ratios) > 0 {
 		fmt.Fprintf(&w, "\nratios of p50:\n\n%s", strings.Join(ratios, ""))
+	}
+	if s := r.Soak; s != nil {
+		fmt.Fprintf(&w, "\nsoak: %s.\n", s)
+		for _, e := range s.FirstErrors {
+			fmt.Fprintf(&w, "- error: %s\n", e)
+		}
+		for _, e := range s.AfterExit {
+			fmt.Fprintf(&w, "- after exit: %s\n", e)
+		}
 	}
 	if len(r.Phases) > 0 {
 		fmt.Fprintf(&w, "\nrun phases (server debug log, pool %d server, every run):\n\n", r.Pool)
