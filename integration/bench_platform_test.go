@@ -63,9 +63,9 @@ func platformThroughput(b *testing.B, c int, d time.Duration) throughputRow {
 		}
 		return nil
 	}
-	row, err := drive(platformName, c, d, once)
-	if err != nil {
-		b.Fatal(err)
+	row, errs := drive(platformName, c, until(d), once)
+	if len(errs) > 0 {
+		b.Fatalf("%s at concurrency %d: %d runs failed; the first: %v", platformName, c, len(errs), errs[0])
 	}
 	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s\n", platformName, c, row.RunsPerSec)
 	return row

@@ -11,13 +11,18 @@ package integration
 //   - the floor: the interpreter started directly in an unpacked copy of the
 //     image (chroot), no container;
 //   - throughput at concurrency 1, 4, 8, 16 and the server's RSS;
-//   - the time from the server's exec to its first result.
+//   - the time from the server's exec to its first result;
+//   - a soak: BENCH_SOAK_N (default 1000) Python hellos at concurrency 8 on
+//     one server, with its errors, its RSS after every 100 calls, and what
+//     is left after it exits.
 //
 // It samples on its own and runs once: go test -run '^$' -bench SideBySide
 // -benchtime 1x ./integration. It prints a table and writes the same as
 // JSON to BENCH_JSON (default: bin/bench.json in the repository). BENCH_N
 // (default 200) is the number of calls per hello row; the numpy/pandas rows
-// make a tenth of it, at least 20.
+// make a tenth of it, at least 20. BENCH_ONLY, a comma-separated list of
+// benchPartNames, runs just those parts (to check one part without the
+// whole run); the table and the targets then show what they measured.
 
 import (
 	"archive/tar"
@@ -109,6 +114,39 @@ type throughputRow struct {
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
 }
 
+// soakEvery is how many completed calls of the soak there are between two
+// samples of the server's RSS.
+const soakEvery = 100
+
+// soakRow is the soak: one server, many calls of one program, every error
+// counted rather than the first ending it. The throughput fields count
+// the calls that succeeded.
+type soakRow struct {
+	throughputRow
+	Calls       int       `json:"calls"`
+	Errors      int       `json:"errors"`                 // isError results, wrong output, transport errors
+	FirstErrors []string  `json:"first_errors,omitempty"` // the first few
+	RSSMiB      []float64 `json:"rss_mib_every_100"`      // after every soakEvery completed calls
+	AfterExit   []string  `json:"after_exit,omitempty"`   // leftovers, an unclean exit, a panic
+}
+
+// flat reports whether the server's RSS held: the last sample is within
+// 10% of the first, which is taken after soakEvery calls and so after the
+// server's warm-up.
+func (r *soakRow) flat() bool {
+	return len(r.RSSMiB) > 0 && r.RSSMiB[len(r.RSSMiB)-1] <= 1.1*r.RSSMiB[0]
+}
+
+// String sums up the soak in a line.
+func (r *soakRow) String() string {
+	left := "nothing left after exit"
+	if len(r.AfterExit) > 0 {
+		left = fmt.Sprintf("%d things wrong at or after exit", len(r.AfterExit))
+	}
+	return fmt.Sprintf("%d calls of %s at concurrency %d on one server: %d errors, %.1f s (%.1f runs/s, p50 %.1f ms, p99 %.1f ms), RSS MiB after every %d calls: %v, %s",
+		r.Calls, r.Program, r.Concurrency, r.Errors, r.Seconds, r.RunsPerSec, r.P50Ms, r.P99Ms, soakEvery, r.RSSMiB, left)
+}
+
 // target is one of issue #5's targets and where it stands.
 type target struct {
 	Name  string `json:"name"`
@@ -128,6 +166,7 @@ type benchReport struct {
 	IdleRSSMiB  float64         `json:"idle_rss_mib"`
 	FirstResult []float64       `json:"first_result_ms"`
 	Phases      []string        `json:"phases,omitempty"` // debug "run phases" lines, summarized
+	Soak        *soakRow        `json:"soak,omitempty"`
 	Targets     []target        `json:"targets"`
 	Notes       []string        `json:"notes,omitempty"`
 }
@@ -141,12 +180,20 @@ func BenchmarkSideBySide(b *testing.B) {
 		}
 	}
 	nFew := max(n/10, 20)
+	nSoak := 1000
+	if v := os.Getenv("BENCH_SOAK_N"); v != "" {
+		var err error
+		if nSoak, err = strconv.Atoi(v); err != nil || nSoak < 1 {
+			b.Fatalf("BENCH_SOAK_N=%q: want a positive integer", v)
+		}
+	}
 	samples := func(p benchProgram) int {
 		if p.few {
 			return nFew
 		}
 		return n
 	}
+	part := benchParts(b)
 	out := os.Getenv("BENCH_JSON")
 	if out == "" {
 		out = filepath.Join("..", "bin", "bench.json")
@@ -164,59 +211,79 @@ func BenchmarkSideBySide(b *testing.B) {
 	stopWatch := watchLoad()
 
 	// The floor.
-	for _, p := range benchPrograms {
-		rep.Latency = append(rep.Latency, floorRow(b, p, samples(p)))
+	if part("floor") {
+		for _, p := range benchPrograms {
+			rep.Latency = append(rep.Latency, floorRow(b, p, samples(p)))
+		}
 	}
 
 	// The server with its default pool: paced, then back to back, then
 	// throughput; idle RSS first.
-	s := startBench(b, bin, "concurrency = 16\n")
-	s.waitQuiet(b, 2*pool)
-	time.Sleep(time.Second)
-	rep.IdleRSSMiB = s.rss()
-	for _, p := range benchPrograms {
-		rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
-	}
-	for _, p := range benchPrograms {
-		rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d, back to back", pool), p, samples(p), -1))
-	}
-	for _, c := range []int{1, 4, 8, 16} {
+	if part("pool") {
+		s := startBench(b, bin, "concurrency = 16\n")
 		s.waitQuiet(b, 2*pool)
-		rep.Throughput = append(rep.Throughput, s.throughput(b, benchPrograms[0], c, 8*time.Second))
-	}
-	s.waitQuiet(b, 2*pool)
-	rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
-	rep.Phases = s.phases()
-	s.close(b)
-
-	// The ceiling of containerd and runc here, with no server running.
-	rep.Throughput = append(rep.Throughput, platformThroughput(b, 8, 8*time.Second))
-
-	// On demand.
-	s = startBench(b, bin, "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n")
-	for _, p := range benchPrograms {
-		rep.Latency = append(rep.Latency, s.latency(b, "ours, pool 0", p, samples(p), 0))
-	}
-	s.close(b)
-
-	// Time to the first result, from the exec of a fresh server.
-	for range 5 {
-		start := time.Now()
-		s := startBench(b, bin, "")
-		s.call(b, benchPrograms[0])
-		rep.FirstResult = append(rep.FirstResult, ms(time.Since(start)))
+		time.Sleep(time.Second)
+		rep.IdleRSSMiB = s.rss()
+		for _, p := range benchPrograms {
+			rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
+		}
+		for _, p := range benchPrograms {
+			rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d, back to back", pool), p, samples(p), -1))
+		}
+		for _, c := range []int{1, 4, 8, 16} {
+			s.waitQuiet(b, 2*pool)
+			rep.Throughput = append(rep.Throughput, s.throughput(b, benchPrograms[0], c, 8*time.Second))
+		}
+		s.waitQuiet(b, 2*pool)
+		rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
+		rep.Phases = s.phases()
 		s.close(b)
 	}
 
-	for _, rt := range []string{"podman", "docker"} {
-		for i, p := range benchPrograms {
-			row := cliRow(b, rt, p, samples(p))
-			if i == 0 && row.Unavailable != "" {
-				row.Program = "all"
+	// The ceiling of containerd and runc here, with no server running.
+	if part("platform") {
+		rep.Throughput = append(rep.Throughput, platformThroughput(b, 8, 8*time.Second))
+	}
+
+	// On demand.
+	if part("pool0") {
+		s := startBench(b, bin, "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n")
+		for _, p := range benchPrograms {
+			rep.Latency = append(rep.Latency, s.latency(b, "ours, pool 0", p, samples(p), 0))
+		}
+		s.close(b)
+	}
+
+	// Time to the first result, from the exec of a fresh server.
+	if part("first") {
+		for range 5 {
+			start := time.Now()
+			s := startBench(b, bin, "")
+			s.call(b, benchPrograms[0])
+			rep.FirstResult = append(rep.FirstResult, ms(time.Since(start)))
+			s.close(b)
+		}
+	}
+
+	// Many calls on one server: errors, its RSS as the calls go on, and
+	// what is left after it exits.
+	if part("soak") {
+		s := startBench(b, bin, "concurrency = 16\n")
+		s.waitQuiet(b, 2*pool)
+		rep.Soak = s.soak(b, benchPrograms[0], nSoak, 8)
+	}
+
+	if part("cli") {
+		for _, rt := range []string{"podman", "docker"} {
+			for i, p := range benchPrograms {
+				row := cliRow(b, rt, p, samples(p))
+				if i == 0 && row.Unavailable != "" {
+					row.Program = "all"
+					rep.Latency = append(rep.Latency, row)
+					break
+				}
 				rep.Latency = append(rep.Latency, row)
-				break
 			}
-			rep.Latency = append(rep.Latency, row)
 		}
 	}
 
@@ -253,7 +320,32 @@ func BenchmarkSideBySide(b *testing.B) {
 			b.ReportMetric(r.RunsPerSec, fmt.Sprintf("runs/s@%d", r.Concurrency))
 		}
 	}
-	b.ReportMetric(rep.IdleRSSMiB, "idle-rss-MiB")
+	if rep.IdleRSSMiB > 0 {
+		b.ReportMetric(rep.IdleRSSMiB, "idle-rss-MiB")
+	}
+	if rep.Soak != nil {
+		b.ReportMetric(float64(rep.Soak.Errors), "soak-errors")
+	}
+}
+
+// benchPartNames are the parts of the run, in order, for BENCH_ONLY.
+var benchPartNames = []string{"floor", "pool", "platform", "pool0", "first", "soak", "cli"}
+
+// benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
+// (all of them when it is empty), and reports whether a part is to run.
+func benchParts(b *testing.B) func(name string) bool {
+	b.Helper()
+	v := os.Getenv("BENCH_ONLY")
+	if v == "" {
+		return func(string) bool { return true }
+	}
+	only := strings.Split(v, ",")
+	for _, name := range only {
+		if !slices.Contains(benchPartNames, name) {
+			b.Fatalf("BENCH_ONLY=%q: no part %q; want a comma-separated list of %v", v, name, benchPartNames)
+		}
+	}
+	return func(name string) bool { return slices.Contains(only, name) }
 }
 
 // watchLoad samples, every second until the returned function is called,
@@ -385,15 +477,47 @@ func startBench(b *testing.B, bin, sandboxTOML string) *benchServer {
 }
 
 // close ends the session; the server must exit cleanly and leave nothing.
-func (s *benchServer) close(b *testing.B) {
-	b.Helper()
+func (s *benchServer) close(t testing.TB) {
+	t.Helper()
 	if err := s.c.Close(); err != nil {
-		b.Errorf("close the client (the server's exit): %v\nstderr:\n%s", err, s.stderr)
+		t.Errorf("close the client (the server's exit): %v\nstderr:\n%s", err, s.stderr)
 	}
-	assertNoLeftovers(b, s.stateDir)
+	assertNoLeftovers(t, s.stateDir)
 	if strings.Contains(s.stderr.String(), "panic") {
-		b.Errorf("server stderr has a panic:\n%s", s.stderr)
+		t.Errorf("server stderr has a panic:\n%s", s.stderr)
 	}
+}
+
+// soak calls p n times from c workers on s, counting errors, and samples
+// the server's RSS after every soakEvery completed calls; then it closes
+// the server and records what its exit left wrong. Those fail the
+// benchmark as close's do; the calls' errors are only counted.
+func (s *benchServer) soak(b *testing.B, p benchProgram, n, c int) *soakRow {
+	b.Helper()
+	r := &soakRow{Calls: n, RSSMiB: make([]float64, n/soakEvery)}
+	var issued, called atomic.Int64
+	row, errs := drive(p.name, c, func() bool { return issued.Add(1) <= int64(n) }, func() error {
+		_, err := s.callErr(p)
+		if k := called.Add(1); k%soakEvery == 0 {
+			r.RSSMiB[k/soakEvery-1] = s.rss() // each k writes its own sample
+		}
+		return err
+	})
+	r.throughputRow = row
+	r.Errors = len(errs)
+	for _, err := range errs[:min(len(errs), 5)] {
+		r.FirstErrors = append(r.FirstErrors, err.Error())
+	}
+	r.PeakRSSMiB = slices.Max(append([]float64{0}, r.RSSMiB...))
+	rec := &recorder{TB: b}
+	s.close(rec)
+	for _, e := range rec.errs {
+		b.Error(e)
+		line, _, _ := strings.Cut(e, "\n") // without the server's stderr
+		r.AfterExit = append(r.AfterExit, line)
+	}
+	fmt.Fprintf(os.Stderr, "bench: soak: %s\n", r)
+	return r
 }
 
 // call runs p once and checks its output.
@@ -513,20 +637,22 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 			}
 		}
 	}()
-	row, err := drive(p.name, c, d, func() error { _, err := s.callErr(p); return err })
+	row, errs := drive(p.name, c, until(d), func() error { _, err := s.callErr(p); return err })
 	close(stop)
-	if err != nil {
-		b.Fatalf("%v\nstderr tail:\n%s", err, tail(s.stderr.String(), 2000))
+	if len(errs) > 0 {
+		b.Fatalf("%s at concurrency %d: %d calls failed; the first: %v\nstderr tail:\n%s", p.name, c, len(errs), errs[0], tail(s.stderr.String(), 2000))
 	}
 	row.PeakRSSMiB = round(float64(peak.Load()) / 1024)
 	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s, peak RSS %.1f MiB\n", p.name, c, row.RunsPerSec, row.PeakRSSMiB)
 	return row
 }
 
-// drive calls once from c workers for d, each again as soon as its last
-// call returned, and sums up the calls as the throughput row of program.
-// The first error stops its worker and is returned once all have stopped.
-func drive(program string, c int, d time.Duration, once func() error) (throughputRow, error) {
+// drive calls once from c workers, each again as soon as its last call
+// returned and for as long as more says, and sums up the calls as the
+// throughput row of program; the row counts the calls that succeeded. A
+// worker goes on after an error; drive returns every error, in the order
+// the calls returned.
+func drive(program string, c int, more func() bool, once func() error) (throughputRow, []error) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -534,10 +660,9 @@ func drive(program string, c int, d time.Duration, once func() error) (throughpu
 		errs []error
 	)
 	start := time.Now()
-	end := start.Add(d)
 	for range c {
 		wg.Go(func() {
-			for time.Now().Before(end) {
+			for more() {
 				t0 := time.Now()
 				err := once()
 				mu.Lock()
@@ -547,17 +672,11 @@ func drive(program string, c int, d time.Duration, once func() error) (throughpu
 					lat = append(lat, time.Since(t0))
 				}
 				mu.Unlock()
-				if err != nil {
-					return
-				}
 			}
 		})
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if len(errs) > 0 {
-		return throughputRow{}, fmt.Errorf("%s at concurrency %d: %w", program, c, errs[0])
-	}
 	return throughputRow{
 		Concurrency: c,
 		Program:     program,
@@ -566,7 +685,13 @@ func drive(program string, c int, d time.Duration, once func() error) (throughpu
 		RunsPerSec:  round(float64(len(lat)) / elapsed.Seconds()),
 		P50Ms:       ms(percentile(lat, 50)),
 		P99Ms:       ms(percentile(lat, 99)),
-	}, nil
+	}, errs
+}
+
+// until returns a more for drive that says yes until d has passed.
+func until(d time.Duration) func() bool {
+	end := time.Now().Add(d)
+	return func() bool { return time.Now().Before(end) }
 }
 
 func (s *benchServer) rss() float64 { return round(float64(s.rssKiB()) / 1024) }
@@ -981,6 +1106,9 @@ func (r *benchReport) judge() {
 		rt   string
 		want float64
 	}{{"docker", 8}, {"podman", 5}} {
+		if !slices.ContainsFunc(r.Latency, func(l latencyRow) bool { return l.Runtime == c.rt+" run --rm" }) {
+			continue // not part of this run
+		}
 		name := fmt.Sprintf("python hello p50 >= %gx faster than %s run --rm", c.want, c.rt)
 		other := r.row(c.rt+" run --rm", py)
 		if other == nil || ours == nil {
@@ -1008,11 +1136,22 @@ func (r *benchReport) judge() {
 			add("python hello >= 30 runs/s at concurrency 8", true, got, t.RunsPerSec >= 30)
 		}
 	}
-	add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
+	if r.IdleRSSMiB > 0 {
+		add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
+	}
 	for _, t := range r.Throughput {
 		if t.Concurrency == 16 && t.Program == bigOutput.name {
 			add("server RSS <= 80 MiB at concurrency 16, 64 KiB out", true, fmt.Sprintf("%.1f MiB peak", t.PeakRSSMiB), t.PeakRSSMiB <= 80)
 		}
+	}
+	if s := r.Soak; s != nil {
+		rss := "no RSS sample"
+		if len(s.RSSMiB) > 0 {
+			rss = fmt.Sprintf("RSS %.1f MiB after %d calls, %.1f MiB after %d", s.RSSMiB[0], soakEvery, s.RSSMiB[len(s.RSSMiB)-1], soakEvery*len(s.RSSMiB))
+		}
+		add("soak: 0 errors, RSS flat (the last sample <= 1.1x the first), nothing left after exit", len(s.RSSMiB) > 0,
+			fmt.Sprintf("%d errors in %d calls, %s, %d things wrong at or after exit", s.Errors, s.Calls, rss, len(s.AfterExit)),
+			s.Errors == 0 && s.flat() && len(s.AfterExit) == 0)
 	}
 	if len(r.FirstResult) > 0 {
 		worst := slices.Max(r.FirstResult)
@@ -1025,29 +1164,38 @@ func (r *benchReport) judge() {
 func (r *benchReport) table() string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "\n%s, %s, containerd %s; default pool %d per language\n\n", r.Date, r.Machine, r.Containerd, r.Pool)
-	fmt.Fprintf(&w, "| runtime | program | n | p50 ms | p95 ms | p99 ms | run p50 ms | destroy p50 ms |\n")
-	fmt.Fprintf(&w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
 	num := func(f float64) string {
 		if f == 0 {
 			return ""
 		}
 		return strconv.FormatFloat(f, 'f', 1, 64)
 	}
-	for _, l := range r.Latency {
-		if l.Unavailable != "" {
-			fmt.Fprintf(&w, "| %s | %s | not available: %s |||||| \n", l.Runtime, l.Program, l.Unavailable)
-			continue
+	if len(r.Latency) > 0 {
+		fmt.Fprintf(&w, "| runtime | program | n | p50 ms | p95 ms | p99 ms | run p50 ms | destroy p50 ms |\n")
+		fmt.Fprintf(&w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
+		for _, l := range r.Latency {
+			if l.Unavailable != "" {
+				fmt.Fprintf(&w, "| %s | %s | not available: %s |||||| \n", l.Runtime, l.Program, l.Unavailable)
+				continue
+			}
+			fmt.Fprintf(&w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", l.Runtime, l.Program, l.N, num(l.P50Ms), num(l.P95Ms), num(l.P99Ms), num(l.RunP50Ms), num(l.DestroyP50))
 		}
-		fmt.Fprintf(&w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", l.Runtime, l.Program, l.N, num(l.P50Ms), num(l.P95Ms), num(l.P99Ms), num(l.RunP50Ms), num(l.DestroyP50))
+		fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (from the program's start to its exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
 	}
-	fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (from the program's start to its exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
-	fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB |\n|--:|---|--:|--:|--:|--:|--:|\n")
-	for _, t := range r.Throughput {
-		fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB)
+	if len(r.Throughput) > 0 {
+		fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB |\n|--:|---|--:|--:|--:|--:|--:|\n")
+		for _, t := range r.Throughput {
+			fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB)
+		}
 	}
-	fmt.Fprintf(&w, "\nidle RSS after start, pools full: %.1f MiB. first result after exec: %v ms.\n", r.IdleRSSMiB, r.FirstResult)
+	if r.IdleRSSMiB > 0 {
+		fmt.Fprintf(&w, "\nidle RSS after start, pools full: %.1f MiB.\n", r.IdleRSSMiB)
+	}
+	if len(r.FirstResult) > 0 {
+		fmt.Fprintf(&w, "\nfirst result after exec: %v ms.\n", r.FirstResult)
+	}
 
-	fmt.Fprintf(&w, "\nratios of p50:\n\n")
+	var ratios []string
 	for _, p := range benchPrograms {
 		floor := r.row(floorName, p.name)
 		var parts []string
@@ -1065,7 +1213,21 @@ func (r *benchReport) table() string {
 				parts = append(parts, fmt.Sprintf("%s / ours %.2fx", rt, o.P50Ms/ours.P50Ms))
 			}
 		}
-		fmt.Fprintf(&w, "- %s: %s\n", p.name, strings.Join(parts, "; "))
+		if len(parts) > 0 {
+			ratios = append(ratios, fmt.Sprintf("- %s: %s\n", p.name, strings.Join(parts, "; ")))
+		}
+	}
+	if len(ratios) > 0 {
+		fmt.Fprintf(&w, "\nratios of p50:\n\n%s", strings.Join(ratios, ""))
+	}
+	if s := r.Soak; s != nil {
+		fmt.Fprintf(&w, "\nsoak: %s.\n", s)
+		for _, e := range s.FirstErrors {
+			fmt.Fprintf(&w, "- error: %s\n", e)
+		}
+		for _, e := range s.AfterExit {
+			fmt.Fprintf(&w, "- after exit: %s\n", e)
+		}
 	}
 	if len(r.Phases) > 0 {
 		fmt.Fprintf(&w, "\nrun phases (server debug log, pool %d server, every run):\n\n", r.Pool)
