@@ -21,5 +21,9 @@ func main() {
 	// killing the process: the client died, and the server must still
 	// clean up (realMain shuts down on it).
 	signal.Ignore(syscall.SIGPIPE)
-	os.Exit(realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv))
+	code := realMain(os.Args[1:], os.Stdin, os.Stdout, os.Stderr, os.LookupEnv)
+	// realMain has cleaned up and stopped handling signals; a client's
+	// SIGTERM now would only turn this exit into a death by signal.
+	signal.Ignore(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	os.Exit(code)
 }
