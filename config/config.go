@@ -1,14 +1,10 @@
-// Package config reads code-sandbox-mcp's TOML configuration into typed
-// values: the containerd connection, the sandbox's own settings, the limits
-// every run gets, and the languages it can run. It also defines Language,
-// the one model of a language and its limits that the executor, the spec
-// policy and the MCP layer all read; Config.Language and Config.Enabled
-// produce it, in one place.
-//
-// Defaults are one embedded file (default.toml); a user's file is decoded on
-// top of them, so it only needs the keys it changes. Decoding is strict: a
-// key this package does not know is an error that names it. Config imports
-// nothing else of this module.
+// Package config reads code-sandbox-mcp's TOML configuration (the embedded
+// defaults of default.toml, with a user's file decoded strictly on top:
+// an unknown key is an error that names it) into typed values, and turns
+// each language's tables into Language, the one model of a language and
+// its limits that the executor, the spec policy and the MCP layer all
+// read; Config.Language and Config.Enabled produce it, in one place. It
+// imports nothing else of this module.
 package config
 
 import (

@@ -1,13 +1,11 @@
-// Package exec runs programs in fresh, locked-down containerd containers:
-// one brand-new container per run, deleted with its snapshot afterwards.
-//
-// It owns the run lifecycle on containerd: each language's readiness (its
-// image looked up, pulled, unpacked and cached until it changes, and its
-// pool of ready sandboxes), the container and snapshot, the task with
-// captured I/O, the deadline, kill and cleanup, the sweep of what a crashed
-// server left behind, and the bound on concurrent runs. Every call to
-// containerd is bounded in time. It reads languages in config's model but
-// knows no configuration file, and nothing of MCP.
+// Package exec runs programs in fresh, locked-down containerd containers,
+// one brand-new container per run, deleted with its snapshot afterwards:
+// it owns each language's readiness (its image, prepared and cached until
+// it changes, and its pool of ready sandboxes), the run's container, task,
+// captured output, deadline and kill, the cleanup and its retries, the
+// sweep of what a crashed server left behind, and the bound on concurrent
+// runs, with every call to containerd bounded in time. It reads languages
+// in config's model but knows no configuration file, and nothing of MCP.
 package exec
 
 import (

@@ -1,13 +1,9 @@
 // Package oci turns the policy of one sandboxed run into OCI runtime spec
-// options for containerd's pkg/oci.
-//
-// Everything here is a pure function of the Policy it is given: it knows
-// nothing of containerd's client, of MCP, or of configuration files (it
-// reads a language's limits in config's model). Describe reads back from a
-// generated spec what it enforces, so that what the server tells a model
-// about its sandbox comes from the spec itself. The
-// options are applied by containerd's oci.GenerateSpec, and unit tests apply
-// them to a zero spec to assert every hardening field.
+// options for containerd's pkg/oci, as pure functions of that Policy, and
+// reads back from a generated spec what it enforces (Describe), so that
+// what the server tells a model about its sandbox comes from the spec
+// itself. It knows nothing of containerd's client, of MCP or of
+// configuration files; it reads a language's limits in config's model.
 package oci
 
 import (
