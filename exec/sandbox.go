@@ -53,12 +53,16 @@ type sandbox struct {
 //
 // Creation is not interrupted half-way when ctx ends: a cancelled call to
 // containerd may still complete in the daemon, after a cleanup that did not
-// see its object. It runs on a detached, bounded context, and ctx is
-// checked once it is done.
+// see its object. It runs on a detached context bounded by createTimeout
+// and by Close's own bound (what it leaves then, labelled, is the next
+// server's to sweep), and ctx is checked once it is done.
 func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *preparedImage, deadline time.Time, ahead bool) (_ *sandbox, err error) {
 	caller := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
+	// Close's bound ends it too: a server that exits does not wait for a
+	// daemon that hangs.
+	defer context.AfterFunc(e.abandon, cancel)()
 	s := &sandbox{
 		e:       e,
 		lang:    lang,
