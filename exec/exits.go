@@ -52,7 +52,8 @@ type exitInfo struct {
 	done   chan struct{}
 	known  bool
 	status syscall.WaitStatus
-	execs  int // programs the process exec'd while tracked, until done
+	execs  int    // programs the process exec'd while tracked, until done
+	since  uint64 // when tracking began, CLOCK_MONOTONIC ns, as events are stamped
 }
 
 func watchExits(ctx context.Context, log *slog.Logger) *exitWatch {
@@ -148,7 +149,11 @@ func (w *exitWatch) parse(b []byte) {
 		w.mu.Lock()
 		if info, ok := w.tracked[pid]; ok && !isClosed(info.done) {
 			if what == procEventExec {
-				info.execs++
+				// An exec from before track (runc's own, say) may
+				// still be on its way: only later ones count.
+				if le.Uint64(m[exitEventOffset-8:]) > info.since {
+					info.execs++
+				}
 			} else {
 				info.known, info.status = true, syscall.WaitStatus(le.Uint32(m[exitEventOffset+8:]))
 				close(info.done)
@@ -173,6 +178,10 @@ func (w *exitWatch) forget() {
 // the process still runs, and untrack once its result is read.
 func (w *exitWatch) track(pid uint32) *exitInfo {
 	info := &exitInfo{done: make(chan struct{})}
+	var now unix.Timespec
+	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) == nil {
+		info.since = uint64(now.Nano())
+	}
 	if w.f == nil {
 		close(info.done)
 		return info

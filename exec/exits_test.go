@@ -89,14 +89,21 @@ func TestExitWatchCountsExecs(t *testing.T) {
 		{"exec /bin/true", 1},
 		{"exec /bin/sh -c 'exec /bin/true'", 2},
 	} {
-		cmd := osexec.Command("/bin/sh", "-c", "read _; "+tt.script)
+		// The shell says it runs (its own exec is over) before it is
+		// tracked, then waits for a line.
+		cmd := osexec.Command("/bin/sh", "-c", "echo; read _; "+tt.script)
 		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
+		out.Read(make([]byte, 1))
 		info := w.track(uint32(cmd.Process.Pid))
 		in.Write([]byte("\n"))
 		cmd.Wait()
