@@ -200,6 +200,9 @@ func (w *exitWatch) untrack(pid uint32) {
 
 func (w *exitWatch) wait() { <-w.stopped }
 
+// usable reports whether the watch hears the kernel's process events.
+func (w *exitWatch) usable() bool { return w.f != nil }
+
 // execed returns, once the process ended, how many programs it exec'd
 // while it was tracked; ok is false when the kernel's word is missing.
 func (info *exitInfo) execed() (n int, ok bool) {

@@ -47,7 +47,8 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		return nil, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
 	}
 	defer e.runs.Done()
-	defer func() { err = e.notAnswering(ctx, err) }()
+	caller := ctx
+	defer func() { err = e.notAnswering(caller, err) }()
 	// Runs end when the caller gives up or the executor closes, and run
 	// in our namespace.
 	ctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, e.cfg.Namespace))
@@ -96,7 +97,7 @@ var ErrNotAnswering = errors.New("containerd is not answering (restarting?)")
 
 // notAnswering wraps err with ErrNotAnswering where containerd did not
 // answer: it was unavailable, or a call's own bound ran out while the
-// caller still waited.
+// caller (ctx) still waited.
 func (e *Executor) notAnswering(ctx context.Context, err error) error {
 	switch {
 	case err == nil, e.closing.Err() != nil, ctx.Err() != nil:

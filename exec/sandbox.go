@@ -204,12 +204,19 @@ func (s *sandbox) execute(ctx context.Context, program string, timeout time.Dura
 	var code uint32
 	// The process's end is told by containerd's exit, or, first or alone
 	// when containerd is slow or hangs, by the kernel's.
-	kernel := s.exit.done
+	kernel, exited := s.exit.done, s.exited
 wait:
 	for {
 		select {
-		case st := <-s.exited:
+		case st := <-exited:
 			c, _, err := st.Result()
+			if err != nil && s.e.exits.usable() {
+				// containerd went away (its wait broke): the shim and
+				// the program go on, and the kernel tells their end.
+				s.e.log.Warn("containerd's wait for the sandbox broke; waiting for the kernel's word", "run", s.id, "err", err)
+				exited = nil
+				continue
+			}
 			if err != nil {
 				return nil, fmt.Errorf("read exit status: %w", err)
 			}
@@ -342,11 +349,15 @@ func (s *sandbox) kill(ctx context.Context) (uint32, error) {
 	}
 	t := time.NewTimer(exitTimeout)
 	defer t.Stop()
-	kernel := s.exit.done
+	kernel, exited := s.exit.done, s.exited
 	for {
 		select {
-		case st := <-s.exited:
+		case st := <-exited:
 			code, _, err := st.Result()
+			if err != nil && s.e.exits.usable() {
+				exited = nil // containerd went away: the kernel tells
+				continue
+			}
 			return code, err
 		case <-kernel:
 			if code, ok := s.exit.code(); ok {
