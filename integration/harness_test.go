@@ -540,6 +540,7 @@ func sweepStale() {
 			return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir+"/") })
 		})
 		removeCgroups(testNamespace, deleteRuncState(dir, testNamespace, nil))
+		sweepFaultNamespace(dir)
 		if err := unmountUnder(dir); err != nil {
 			fmt.Fprintf(os.Stderr, "integration: %v\n", err)
 		}
