@@ -509,11 +509,15 @@ func (s *faultServer) callAsync(src string, d time.Duration, args ...any) <-chan
 	return ch
 }
 
-// killClient is the client's death: every pipe to the server breaks.
+// killClient is the client's death: every pipe to the server breaks. The
+// ends the server writes to break first, so that whatever it writes once
+// it sees stdin end meets a broken pipe, as it does when a client dies
+// (otherwise the pipe's buffer could take a last log line, and a server
+// that dies of SIGPIPE would pass by luck).
 func (s *faultServer) killClient() {
-	s.stdin.Close()
-	s.stdout.Close()
 	s.errOut.Close()
+	s.stdout.Close()
+	s.stdin.Close()
 }
 
 // waitExit waits up to d for the server to exit and returns how long it
