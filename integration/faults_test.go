@@ -561,15 +561,16 @@ func (s *faultServer) notKilledBySIGPIPE(t *testing.T) {
 
 const sleepForever = "import time\nprint('up', flush=True)\ntime.sleep(120)"
 
-// startRunning starts sleepForever on s and returns once its program runs.
-func startRunning(t *testing.T, d *privateDaemon, s *faultServer, args ...any) <-chan callOutcome {
+// startRunning starts sleepForever on s and returns once its program runs,
+// with the id of its sandbox.
+func startRunning(t *testing.T, d *privateDaemon, s *faultServer, args ...any) (<-chan callOutcome, string) {
 	t.Helper()
 	done := s.callAsync(sleepForever, time.Minute, args...)
 	var ts taskSet
 	if !waitFor(30*time.Second, func() bool { ts = d.tasks(t); return len(ts.running) == 1 }) {
 		t.Fatalf("the program never ran: tasks %+v\nstderr:\n%s", ts, s.stderr)
 	}
-	return done
+	return done, ts.running[0]
 }
 
 // waitPool waits up to 30 s for the server's pool to be full.
@@ -634,7 +635,7 @@ func TestFaultDaemonKilledMidCallAndRestarted(t *testing.T) {
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)
 	waitPool(t, d, s)
-	done := startRunning(t, d, s)
+	done, _ := startRunning(t, d, s)
 	start := time.Now()
 	d.Kill(t)
 	select {
@@ -700,7 +701,7 @@ func TestFaultDaemonStoppedDuringCall(t *testing.T) {
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)
-	running := startRunning(t, d, s, "timeout_seconds", 5)
+	running, id := startRunning(t, d, s, "timeout_seconds", 5)
 	callStart := time.Now()
 	// The call took a ready sandbox; the next one needs its replacement.
 	if !waitFor(30*time.Second, func() bool { return d.tasks(t).waiting() == faultPool }) {
@@ -735,6 +736,12 @@ func TestFaultDaemonStoppedDuringCall(t *testing.T) {
 		if o.err != nil {
 			t.Errorf("the running program's call: %s; want a result", o)
 		}
+		// A result that says the program was killed is true when it
+		// comes (give or take the moment its processes take to be reaped).
+		var procs []string
+		if strings.Contains(o.r.text, "killed") && !waitFor(2*time.Second, func() bool { procs = sandboxProcessesOf(d, []string{id}); return len(procs) == 0 }) {
+			t.Errorf("the running program's call: %s; its processes %v still run 2s later: want no claim that it was killed", o, procs)
+		}
 	})
 	wait("the call made during the hang", exited, exitedStart, func(o callOutcome) {
 		switch {
@@ -768,7 +775,7 @@ func TestFaultDaemonStoppedDuringShutdown(t *testing.T) {
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)
 	waitPool(t, d, s)
-	done := startRunning(t, d, s)
+	done, _ := startRunning(t, d, s)
 	d.Stop(t)
 	start := time.Now()
 	s.stdin.Close()
@@ -957,7 +964,7 @@ func TestFaultServerKilledMidCallThenNewServer(t *testing.T) {
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)
 	waitPool(t, d, s)
-	done := startRunning(t, d, s)
+	done, _ := startRunning(t, d, s)
 	if err := s.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
