@@ -53,6 +53,9 @@ var (
 	// testDaemon is the private daemon's process, which fault tests may
 	// stop (SIGSTOP) and continue.
 	testDaemon *os.Process
+	// testHarness is the shared daemon's harness; fault tests start more
+	// daemons like it (see newPrivateDaemon).
+	testHarness *harness
 )
 
 // harnessPrefix starts the name of every harness directory, so that a run
@@ -100,9 +103,17 @@ func newStateDir(t testing.TB) string {
 // to exit, since deleting a task does not wait for its shim.
 func assertNoLeftovers(t testing.TB, stateDir string) {
 	t.Helper()
-	ctx := testContext(t)
+	testHarness.assertNoLeftovers(t, stateDir)
+}
 
-	cs, err := testClient.Containers(ctx)
+// assertNoLeftovers is the package's assertNoLeftovers for h's daemon: its
+// namespace, its shims, the mounts under its directory.
+func (h *harness) assertNoLeftovers(t testing.TB, stateDir string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), h.namespace), time.Minute)
+	defer cancel()
+
+	cs, err := h.client.Containers(ctx)
 	if err != nil {
 		t.Fatalf("list containers: %v", err)
 	}
@@ -111,10 +122,10 @@ func assertNoLeftovers(t testing.TB, stateDir string) {
 		for i, c := range cs {
 			ids[i] = c.ID()
 		}
-		t.Errorf("containers in %s: got %v; want none", testNamespace, ids)
+		t.Errorf("containers in %s: got %v; want none", h.namespace, ids)
 	}
 
-	ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+	ts, err := h.client.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
 	if err != nil {
 		t.Fatalf("list tasks: %v", err)
 	}
@@ -123,15 +134,15 @@ func assertNoLeftovers(t testing.TB, stateDir string) {
 		for _, task := range ts.Tasks {
 			ids = append(ids, fmt.Sprintf("%s (pid %d, %v)", task.ID, task.Pid, task.Status))
 		}
-		t.Errorf("tasks in %s: got %v; want none", testNamespace, ids)
+		t.Errorf("tasks in %s: got %v; want none", h.namespace, ids)
 	}
 
-	active, err := activeSnapshots(ctx)
+	active, err := activeSnapshots(ctx, h.client)
 	if err != nil {
 		t.Fatalf("walk snapshots: %v", err)
 	}
 	if len(active) > 0 {
-		t.Errorf("active or view snapshots in %s: got %v; want none (only committed image layers)", testNamespace, active)
+		t.Errorf("active or view snapshots in %s: got %v; want none (only committed image layers)", h.namespace, active)
 	}
 
 	// A shim exits shortly after its task is deleted; a live task keeps it.
@@ -141,7 +152,7 @@ func assertNoLeftovers(t testing.TB, stateDir string) {
 	}
 	var shims []string
 	for deadline := time.Now().Add(wait); ; time.Sleep(50 * time.Millisecond) {
-		if shims = ourShims(); len(shims) == 0 || time.Now().After(deadline) {
+		if shims = shimsOf(h.address); len(shims) == 0 || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -149,8 +160,8 @@ func assertNoLeftovers(t testing.TB, stateDir string) {
 		t.Errorf("shims of the test daemon: got %v; want none", shims)
 	}
 	// The shim unmounts a task's root file system before its Delete returns.
-	if mounts := mountsUnder(testDir); len(mounts) > 0 {
-		t.Errorf("mounts under %s: got %v; want none", testDir, mounts)
+	if mounts := mountsUnder(h.dir); len(mounts) > 0 {
+		t.Errorf("mounts under %s: got %v; want none", h.dir, mounts)
 	}
 
 	if stateDir != "" {
@@ -168,12 +179,12 @@ func assertNoLeftovers(t testing.TB, stateDir string) {
 	}
 }
 
-// activeSnapshots lists, as "snapshotter/key", every snapshot in testNamespace
-// that is not committed, in every snapshotter the daemon loaded. Committed
-// snapshots are unpacked image layers; an active or view snapshot is a
-// container's root file system (or a half-done unpack).
-func activeSnapshots(ctx context.Context) ([]string, error) {
-	resp, err := testClient.IntrospectionService().Plugins(ctx, `type=="io.containerd.snapshotter.v1"`)
+// activeSnapshots lists, as "snapshotter/key", every snapshot in ctx's
+// namespace that is not committed, in every snapshotter client's daemon
+// loaded. Committed snapshots are unpacked image layers; an active or view
+// snapshot is a container's root file system (or a half-done unpack).
+func activeSnapshots(ctx context.Context, client *containerd.Client) ([]string, error) {
+	resp, err := client.IntrospectionService().Plugins(ctx, `type=="io.containerd.snapshotter.v1"`)
 	if err != nil {
 		return nil, err
 	}
@@ -182,7 +193,7 @@ func activeSnapshots(ctx context.Context) ([]string, error) {
 		if p.InitErr != nil {
 			continue
 		}
-		err := testClient.SnapshotService(p.ID).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		err := client.SnapshotService(p.ID).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
 			if info.Kind != snapshots.KindCommitted {
 				out = append(out, p.ID+"/"+info.Name)
 			}
@@ -195,13 +206,18 @@ func activeSnapshots(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// harness is the private daemon and what it needs.
+// harness is a private daemon and what it needs: the one TestMain starts
+// for the run, or one a fault test starts for itself (newPrivateDaemon).
 type harness struct {
-	cfg    harnessConfig
-	dir    string
-	lock   *os.File // flock held while the run lives; see sweepStale
-	daemon *exec.Cmd
-	exited chan struct{} // closed when the daemon has exited
+	cfg  harnessConfig
+	dir  string   // the daemon's root, state, socket, config and log
+	lock *os.File // flock held while the run lives; see sweepStale
+	// address is the daemon's socket, namespace the one the tests use in
+	// it, client a client of it with that namespace as its default.
+	address, namespace string
+	client             *containerd.Client
+	daemon             *exec.Cmd
+	exited             chan struct{} // closed when the daemon has exited
 	// ids of every container the teardown found, for runc and cgroups.
 	ids []string
 }
@@ -213,11 +229,13 @@ func (h *harness) logPath() string { return filepath.Join(h.dir, "containerd.log
 func (h *harness) start() error {
 	sweepStale()
 
+	h.namespace = testNamespace
 	dir, err := os.MkdirTemp("", harnessPrefix)
 	if err != nil {
 		return err
 	}
 	h.dir, testDir, testShimDir = dir, dir, h.cfg.shimDir
+	testHarness = h
 	h.lock, err = os.Create(filepath.Join(dir, "lock"))
 	if err != nil {
 		return err
@@ -226,39 +244,16 @@ func (h *harness) start() error {
 		return fmt.Errorf("lock %s: %w", h.lock.Name(), err)
 	}
 
-	testAddress = filepath.Join(dir, "containerd.sock")
-	config := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(config, []byte(daemonConfig(dir, testAddress)), 0o600); err != nil {
+	h.address = filepath.Join(dir, "containerd.sock")
+	testAddress = h.address
+	if err := h.launch(); err != nil {
 		return err
 	}
-	logf, err := os.Create(h.logPath())
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-
-	cmd := exec.Command(h.cfg.containerd, "--config", config)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = daemonEnv(h.cfg.shimDir)
-	// Its own process group keeps a terminal's Ctrl-C for us (we clean up);
-	// Pdeathsig ends it if this process dies without cleaning up.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	// Pdeathsig fires when the thread that started the child exits; keep
-	// this goroutine on its thread so the Go runtime does not retire it.
-	runtime.LockOSThread()
-	err = cmd.Start()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return fmt.Errorf("start %s: %w", h.cfg.containerd, err)
-	}
-	h.daemon = cmd
-	testDaemon = cmd.Process
-	h.exited = make(chan struct{})
-	go func() { cmd.Wait(); close(h.exited) }()
-
+	testDaemon = h.daemon.Process
 	if err := h.connect(); err != nil {
 		return err
 	}
+	testClient = h.client
 	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), testNamespace), 5*time.Minute)
 	defer cancel()
 	v, err := testClient.Version(ctx)
@@ -270,7 +265,48 @@ func (h *harness) start() error {
 	return ensureImages(ctx, h)
 }
 
-// connect waits up to 20 s for the daemon to answer and connects testClient.
+// launch writes the daemon's config and starts it, on h.dir and
+// h.address; the log is appended to, so a restart keeps the earlier one.
+func (h *harness) launch() error {
+	config := filepath.Join(h.dir, "config.toml")
+	if err := os.WriteFile(config, []byte(daemonConfig(h.dir, h.address)), 0o600); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(h.logPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+
+	cmd := exec.Command(h.cfg.containerd, "--config", config)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = daemonEnv(h.cfg.shimDir)
+	// Its own process group keeps a terminal's Ctrl-C for us (we clean up);
+	// Pdeathsig ends it if this process dies without cleaning up.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Pdeathsig fires when the thread that started the child exits: the
+	// goroutine that starts it keeps its thread, locked, until the daemon
+	// has exited, so the Go runtime cannot retire that thread before.
+	started := make(chan error, 1)
+	exited := make(chan struct{})
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		cmd.Wait()
+		close(exited)
+	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("start %s: %w", h.cfg.containerd, err)
+	}
+	h.daemon, h.exited = cmd, exited
+	return nil
+}
+
+// connect waits up to 20 s for the daemon to answer and connects h.client.
 func (h *harness) connect() error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -279,25 +315,25 @@ func (h *harness) connect() error {
 			return fmt.Errorf("containerd exited at start-up (%v); its log is below", h.daemon.ProcessState)
 		default:
 		}
-		if _, err := os.Stat(testAddress); err == nil {
-			c, err := containerd.New(testAddress,
-				containerd.WithDefaultNamespace(testNamespace),
+		if _, err := os.Stat(h.address); err == nil {
+			c, err := containerd.New(h.address,
+				containerd.WithDefaultNamespace(h.namespace),
 				containerd.WithTimeout(2*time.Second))
 			if err == nil {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				_, err = c.Version(ctx)
 				cancel()
 				if err == nil {
-					testClient = c
+					h.client = c
 					return nil
 				}
 				c.Close()
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("containerd at %s does not answer after 20 s: %v", testAddress, err)
+				return fmt.Errorf("containerd at %s does not answer after 20 s: %v", h.address, err)
 			}
 		} else if time.Now().After(deadline) {
-			return fmt.Errorf("containerd made no socket at %s in 20 s", testAddress)
+			return fmt.Errorf("containerd made no socket at %s in 20 s", h.address)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -370,10 +406,10 @@ func (h *harness) dumpLog() {
 // It goes on after an error and returns them all.
 func (h *harness) teardown() error {
 	var errs []error
-	if testClient != nil {
+	if h.client != nil {
 		errs = append(errs, h.deleteContainers())
-		testClient.Close()
-		testClient = nil
+		h.client.Close()
+		h.client = nil
 	}
 	if h.daemon != nil {
 		errs = append(errs, h.stopDaemon())
@@ -381,10 +417,10 @@ func (h *harness) teardown() error {
 	if h.dir == "" {
 		return errors.Join(errs...)
 	}
-	killProcesses(func(args []string) bool { return isShim(args) && slices.Contains(args, testAddress) })
-	ids := deleteRuncState(h.dir, h.ids)
+	killProcesses(func(args []string) bool { return isShim(args) && slices.Contains(args, h.address) })
+	ids := deleteRuncState(h.dir, h.namespace, h.ids)
 	errs = append(errs, unmountUnder(h.dir))
-	errs = append(errs, removeCgroups(ids))
+	errs = append(errs, removeCgroups(h.namespace, ids))
 	if m := mountsUnder(h.dir); len(m) > 0 {
 		errs = append(errs, fmt.Errorf("not removing %s: still mounted: %v", h.dir, m))
 	} else if err := removeLockedDir(h.dir); err != nil {
@@ -412,11 +448,11 @@ func removeLockedDir(dir string) error {
 }
 
 // deleteContainers kills and deletes every task and container in
-// testNamespace, with their snapshots, and then any other active snapshot.
+// h.namespace, with their snapshots, and then any other active snapshot.
 func (h *harness) deleteContainers() error {
-	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), testNamespace), time.Minute)
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), h.namespace), time.Minute)
 	defer cancel()
-	cs, err := testClient.Containers(ctx)
+	cs, err := h.client.Containers(ctx)
 	if err != nil {
 		return fmt.Errorf("list containers: %w", err)
 	}
@@ -432,23 +468,24 @@ func (h *harness) deleteContainers() error {
 			errs = append(errs, fmt.Errorf("delete container %s: %w", c.ID(), err))
 		}
 	}
-	active, err := activeSnapshots(ctx)
+	active, err := activeSnapshots(ctx, h.client)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, s := range active {
 		name, key, _ := strings.Cut(s, "/")
-		if err := testClient.SnapshotService(name).Remove(ctx, key); err != nil && !errdefs.IsNotFound(err) {
+		if err := h.client.SnapshotService(name).Remove(ctx, key); err != nil && !errdefs.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("remove snapshot %s: %w", s, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// stopDaemon sends SIGTERM, and SIGKILL after 10 s.
+// stopDaemon sends SIGTERM (and SIGCONT, in case a test stopped it), and
+// SIGKILL after 10 s.
 func (h *harness) stopDaemon() error {
-	defer runtime.UnlockOSThread()
 	h.daemon.Process.Signal(syscall.SIGTERM)
+	h.daemon.Process.Signal(syscall.SIGCONT)
 	select {
 	case <-h.exited:
 		return nil
@@ -459,18 +496,19 @@ func (h *harness) stopDaemon() error {
 	return fmt.Errorf("containerd did not stop on SIGTERM in 10 s; killed it")
 }
 
-// deleteRuncState force-deletes, with runc, every container whose bundle
-// is still in dir's daemon state or whose id is in ids, if runc still has
-// it in its default root: a killed shim leaves them. That kills their
-// processes and removes their cgroups. It returns the ids it looked at.
-func deleteRuncState(dir string, ids []string) []string {
-	bundles, _ := os.ReadDir(filepath.Join(dir, "state", "io.containerd.runtime.v2.task", testNamespace))
+// deleteRuncState force-deletes, with runc, every container of namespace
+// whose bundle is still in dir's daemon state or whose id is in ids, if
+// runc still has it in its default root: a killed shim leaves them. That
+// kills their processes and removes their cgroups. It returns the ids it
+// looked at.
+func deleteRuncState(dir, namespace string, ids []string) []string {
+	bundles, _ := os.ReadDir(filepath.Join(dir, "state", "io.containerd.runtime.v2.task", namespace))
 	for _, b := range bundles {
 		if !slices.Contains(ids, b.Name()) {
 			ids = append(ids, b.Name())
 		}
 	}
-	root := filepath.Join("/run/containerd/runc", testNamespace)
+	root := filepath.Join("/run/containerd/runc", namespace)
 	for _, id := range ids {
 		if _, err := os.Stat(filepath.Join(root, id)); err == nil {
 			exec.Command("runc", "--root", root, "delete", "--force", id).Run()
@@ -501,7 +539,8 @@ func sweepStale() {
 		killProcesses(func(args []string) bool {
 			return slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, dir+"/") })
 		})
-		removeCgroups(deleteRuncState(dir, nil))
+		removeCgroups(testNamespace, deleteRuncState(dir, testNamespace, nil))
+		sweepFaultNamespace(dir)
 		if err := unmountUnder(dir); err != nil {
 			fmt.Fprintf(os.Stderr, "integration: %v\n", err)
 		}
@@ -512,16 +551,27 @@ func sweepStale() {
 	}
 }
 
+// namespaceCgroups lists the parent cgroups of namespace's containers that
+// exist: /sys/fs/cgroup/*/NAMESPACE on v1, /sys/fs/cgroup/NAMESPACE on v2.
+func namespaceCgroups(namespace string) []string {
+	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", namespace))
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", namespace, "cgroup.procs")); err == nil {
+		parents = append(parents, filepath.Join("/sys/fs/cgroup", namespace))
+	}
+	return parents
+}
+
 // isShim reports whether args is a runc shim's command line.
 func isShim(args []string) bool {
 	return len(args) > 0 && strings.HasPrefix(filepath.Base(args[0]), "containerd-shim")
 }
 
-// ourShims lists, as "pid: command line", the shims of the test daemon.
-func ourShims() []string {
+// shimsOf lists, as "pid: command line", the shims of the daemon at
+// address.
+func shimsOf(address string) []string {
 	var out []string
 	for pid, args := range processes() {
-		if isShim(args) && slices.Contains(args, testAddress) {
+		if isShim(args) && slices.Contains(args, address) {
 			out = append(out, fmt.Sprintf("%d: %s", pid, strings.Join(args, " ")))
 		}
 	}
@@ -623,16 +673,16 @@ func unmountUnder(dir string) error {
 }
 
 // removeCgroups removes, with rmdir only, the cgroups of ids, then any
-// other empty cgroup left under the namespace's parent cgroups (v1:
+// other empty cgroup left under namespace's parent cgroups (v1:
 // /sys/fs/cgroup/*/NAMESPACE, v2: /sys/fs/cgroup/NAMESPACE), saying so since
 // that is a leak, then the parents. A cgroup with processes stays; so does
 // one made in the last few seconds, which another run sharing the namespace
 // may be filling.
-func removeCgroups(ids []string) error {
-	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", testNamespace))
-	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", testNamespace, "cgroup.procs")); err == nil {
-		parents = append(parents, filepath.Join("/sys/fs/cgroup", testNamespace))
+func removeCgroups(namespace string, ids []string) error {
+	if namespace == "" {
+		return errors.New("remove cgroups: no namespace")
 	}
+	parents := namespaceCgroups(namespace)
 	var errs []error
 	for _, p := range parents {
 		for _, id := range ids {

@@ -12,9 +12,10 @@
 //	                     binary's directory); put first on the daemon's PATH.
 //	SANDBOX_IMAGES       image archives to import, separated by ':'.
 //
-// The executor's tests drive package exec; the MCP, isolation and benchmark
-// tests drive the real binary over stdio, as a client would, and never
-// import its code.
+// The executor's tests drive package exec; the MCP, isolation, fault and
+// benchmark tests drive the real binary over stdio, as a client would, and
+// never import its code. Each fault test (faults_test.go) runs the binary
+// against a daemon of its own, which it kills, stops and restarts.
 package integration
 
 import (

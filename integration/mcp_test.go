@@ -21,6 +21,7 @@ import (
 
 	tasksapi "github.com/containerd/containerd/api/services/tasks/v1"
 	tasktypes "github.com/containerd/containerd/api/types/task"
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 	"github.com/mark3labs/mcp-go/client"
@@ -218,29 +219,39 @@ func (s *mcpServer) call(ctx context.Context, t *testing.T, tool string, args an
 
 func decodeResult(t *testing.T, res *mcp.CallToolResult) toolResult {
 	t.Helper()
+	r, err := parseResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// parseResult decodes res, which must be one text with, if any, structured
+// content of toolResult.out's fields only.
+func parseResult(res *mcp.CallToolResult) (toolResult, error) {
 	var r toolResult
 	r.isError = res.IsError
 	if len(res.Content) != 1 {
-		t.Fatalf("content %v; want one text", res.Content)
+		return r, fmt.Errorf("content %v; want one text", res.Content)
 	}
 	tc, ok := res.Content[0].(mcp.TextContent)
 	if !ok {
-		t.Fatalf("content %T; want text", res.Content[0])
+		return r, fmt.Errorf("content %T; want text", res.Content[0])
 	}
 	r.text = tc.Text
 	if res.StructuredContent != nil {
 		data, err := json.Marshal(res.StructuredContent)
 		if err != nil {
-			t.Fatal(err)
+			return r, err
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&r.out); err != nil {
-			t.Fatalf("structuredContent %s: %v", data, err)
+			return r, fmt.Errorf("structuredContent %s: %v", data, err)
 		}
 		r.hasOut = true
 	}
-	return r
+	return r, nil
 }
 
 func code(c string) map[string]any { return map[string]any{"code": c} }
@@ -405,8 +416,13 @@ type taskSet struct {
 func (s taskSet) waiting() int { return len(s.created) + len(s.stub) }
 
 func sandboxTasks(ctx context.Context) (taskSet, error) {
+	return tasksOf(ctx, testClient)
+}
+
+// tasksOf is sandboxTasks for client's daemon, in ctx's namespace.
+func tasksOf(ctx context.Context, client *containerd.Client) (taskSet, error) {
 	var set taskSet
-	ts, err := testClient.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
+	ts, err := client.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
 	if err != nil {
 		return set, err
 	}
