@@ -206,9 +206,8 @@ func (e *Executor) Prepare(ctx context.Context) error {
 
 // Close kills the runs still going, destroys the ready sandboxes, waits for
 // every sandbox to be deleted, tries once more the deletes that failed
-// before, and disconnects from containerd. Once its programs are killed,
-// the deletes have closeTimeout: past it, what is left is the next
-// server's to sweep, and Close says so. Calls after the first return its
+// before, and disconnects from containerd. It takes about closeTimeout:
+// past it, what is left is the next server's to sweep, and Close says so. Calls after the first return its
 // result.
 func (e *Executor) Close() error {
 	e.closeOnce.Do(func() { e.closeErr = e.shutdown() })
@@ -216,12 +215,12 @@ func (e *Executor) Close() error {
 }
 
 func (e *Executor) shutdown() error {
+	t := time.AfterFunc(closeTimeout, e.stopDeletes)
+	defer t.Stop()
 	e.closeMu.Lock()
 	e.close()
 	e.closeMu.Unlock()
 	e.runs.Wait()
-	t := time.AfterFunc(closeTimeout, e.stopDeletes)
-	defer t.Stop()
 	for _, l := range e.langs {
 		l.pool.wait()
 	}

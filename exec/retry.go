@@ -13,9 +13,9 @@ const (
 	// retryInterval is how often the server tries again the deletes that
 	// failed, such as while containerd was down.
 	retryInterval = 2 * time.Second
-	// closeTimeout bounds Close's deletes once its programs are killed:
-	// what is left then is the next server's to sweep (its owner, this
-	// process, is gone by then).
+	// closeTimeout bounds Close, its kills and deletes: what is left then
+	// is the next server's to sweep (its owner, this process, is gone by
+	// then).
 	closeTimeout = 5 * time.Second
 )
 

@@ -24,7 +24,7 @@ const (
 	cleanupTimeout = 30 * time.Second
 	// killTimeout bounds containerd's kill of a task, exitTimeout the wait
 	// for a killed task to be reported gone.
-	killTimeout = 3 * time.Second
+	killTimeout = 1 * time.Second
 	exitTimeout = 3 * time.Second
 	// drainTimeout bounds the wait for the last output once a task exited.
 	drainTimeout = 5 * time.Second

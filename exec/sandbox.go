@@ -386,9 +386,9 @@ func (s *sandbox) writeProgram(program string) error {
 	var st unix.Statfs_t
 	if unix.Statfs(s.e.cfg.StateDir, &st) == nil {
 		free := int64(st.Bavail) * st.Bsize
-		return fmt.Errorf("write the program (%d bytes) to state directory %s, which has %d bytes free: %v: %w", len(program), s.e.cfg.StateDir, free, err, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("write the program (%d bytes) to state directory %s, which has %d bytes free: %v: %w", len(program), s.e.cfg.StateDir, free, err, errdefs.ErrResourceExhausted)
 	}
-	return fmt.Errorf("write the program to state directory %s: %v: %w", s.e.cfg.StateDir, err, errdefs.ErrFailedPrecondition)
+	return fmt.Errorf("write the program to state directory %s: %v: %w", s.e.cfg.StateDir, err, errdefs.ErrResourceExhausted)
 }
 
 // drain waits, boundedly, for the output copiers to reach the end of both

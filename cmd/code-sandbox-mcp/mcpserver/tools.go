@@ -215,6 +215,9 @@ func sandboxErrorText(ctx context.Context, lang string, err error, o Options) st
 	case errdefs.IsNotFound(err):
 		return fmt.Sprintf("The %s sandbox image is missing, so nothing was run: %v. This is a set-up problem of the server, not of your code, and retrying will not help until the image is there: %s",
 			lang, err, ask("import it", o.ImportHint))
+	case errdefs.IsResourceExhausted(err):
+		return fmt.Sprintf("The server has no room for the %s program, so nothing was run: %v. A shorter program may fit; otherwise %s",
+			lang, err, "ask the user to free space where the server keeps its run directories (sandbox.state_dir).")
 	case errdefs.IsFailedPrecondition(err):
 		return fmt.Sprintf("The server's %s sandbox is set up wrongly, so the program could not run: %v. This is a problem of the server's set-up, not of your code, and retrying will not help until it is fixed: %s",
 			lang, err, ask("diagnose it", o.DoctorHint))
