@@ -224,11 +224,12 @@ wait:
 			break wait
 		case <-kernel:
 			c, ok := s.exit.code()
-			if ok {
-				code = c
-				break wait
+			if !ok {
+				kernel = nil // the kernel's word is missing: wait for containerd's
+				continue
 			}
-			kernel = nil // the kernel's word is missing: wait for containerd's
+			code = s.containerdExit(exited, c)
+			break wait
 		case <-timer.C:
 			// A program that ended in time is not timed out, whatever
 			// containerd has said of it yet.
@@ -361,13 +362,40 @@ func (s *sandbox) kill(ctx context.Context) (uint32, error) {
 			return code, err
 		case <-kernel:
 			if code, ok := s.exit.code(); ok {
-				return code, nil
+				return s.containerdExit(exited, code), nil
 			}
 			kernel = nil
 		case <-t.C:
 			return 0, fmt.Errorf("sandbox %s did not exit within %s of SIGKILL, and containerd did not say so either: its status is unknown: %w", s.id, killTimeout+exitTimeout, errdefs.ErrUnavailable)
 		}
 	}
+}
+
+// containerdGrace is how long the kernel's word on a process's end waits
+// for containerd's, which normally follows at once.
+const containerdGrace = time.Second
+
+// containerdExit waits up to containerdGrace for containerd's exit of the
+// task, once the kernel said its process ended with status code, and
+// returns containerd's status, or code if containerd is slow or gone. The
+// wait keeps the order of a healthy daemon: the task's exit is processed,
+// and its /tasks/exit event published, before the sandbox is deleted
+// (containerd 2.x drops the event otherwise); the kernel's word stands
+// alone only when containerd does not answer.
+func (s *sandbox) containerdExit(exited <-chan containerd.ExitStatus, code uint32) uint32 {
+	if exited == nil {
+		return code
+	}
+	t := time.NewTimer(containerdGrace)
+	defer t.Stop()
+	select {
+	case st := <-exited:
+		if c, _, err := st.Result(); err == nil {
+			return c
+		}
+	case <-t.C:
+	}
+	return code
 }
 
 // writeProgram writes the program where the sandbox reads it. A write
