@@ -9,23 +9,31 @@ import (
 	"testing"
 )
 
-// The kernel's process events tell a process killed by a signal from one
-// that exited with 128 plus that signal's number, which containerd's exit
-// status cannot (defect 10). This needs CAP_NET_ADMIN: make test runs as
-// root.
-func TestExitWatchTellsSignalFromExitStatus(t *testing.T) {
+// rootWatch starts an exit watch for the test, which needs CAP_NET_ADMIN
+// (make test runs as root), and stops it when the test ends.
+func rootWatch(t *testing.T) *exitWatch {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (CAP_NET_ADMIN) for the kernel's process events; make test runs as root")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := watchExits(ctx, slog.New(slog.DiscardHandler))
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		w.wait()
-	}()
-	if w.f == nil {
+	})
+	if !w.usable() {
 		t.Fatal("the process events connector did not open as root")
 	}
+	return w
+}
+
+// The kernel's process events tell a process killed by a signal from one
+// that exited with 128 plus that signal's number, which containerd's exit
+// status cannot (defect 10). This needs CAP_NET_ADMIN: make test runs as
+// root.
+func TestExitWatchTellsSignalFromExitStatus(t *testing.T) {
+	w := rootWatch(t)
 	for _, tt := range []struct {
 		script string
 		code   uint32
@@ -72,15 +80,7 @@ func TestExitWatchWithoutTheConnectorKnowsNothing(t *testing.T) {
 // The watch counts the programs a tracked process exec'd: how a sandbox
 // tells a stub that ran its program from one that ended before it.
 func TestExitWatchCountsExecs(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_NET_ADMIN) for the kernel's process events; make test runs as root")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	w := watchExits(ctx, slog.New(slog.DiscardHandler))
-	defer func() {
-		cancel()
-		w.wait()
-	}()
+	w := rootWatch(t)
 	for _, tt := range []struct {
 		script string
 		execs  int
