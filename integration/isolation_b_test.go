@@ -282,6 +282,7 @@ out['request_key'] = sys_(249, b'user', b'csm', None, -2)
 out['bpf'] = sys_(321, 0, None, 0)                       # BPF_MAP_CREATE
 out['perf_event_open'] = sys_(298, None, 0, -1, -1, 0)
 out['userfaultfd'] = sys_(323, 0)
+out['memfd_secret'] = sys_(447, 0)
 out['kexec_load'] = sys_(246, 0, 0, None, 0)
 out['kexec_file_load'] = sys_(320, -1, -1, 0, None, 0)
 out['init_module'] = sys_(175, None, 0, b'')
@@ -295,6 +296,7 @@ check('open /dev/userfaultfd', lambda: os.open('/dev/userfaultfd', os.O_RDWR))
 		"bpf":                   "EPERM",
 		"perf_event_open":       "EPERM",
 		"userfaultfd":           "EPERM",
+		"memfd_secret":          "EPERM",
 		"kexec_load":            "EPERM",
 		"kexec_file_load":       "EPERM",
 		"init_module":           "EPERM",

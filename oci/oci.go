@@ -67,7 +67,7 @@ var extraMaskedPaths = []string{
 // deniedSyscalls are refused on top of containerd's default profile, which
 // allows them: a sandboxed program has no use for debugging other
 // processes, and each has a history of kernel bugs.
-var deniedSyscalls = []string{"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality"}
+var deniedSyscalls = []string{"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality", "memfd_secret"}
 
 // SpecOpts returns the options that build the spec of a run on top of
 // containerd's default spec, in the order they must be applied: the capability drop comes before seccomp, because

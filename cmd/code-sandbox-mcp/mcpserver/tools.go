@@ -142,10 +142,12 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 		return a, fmt.Errorf(`argument "code" is %d bytes; the limit is %s (%d bytes): send a shorter program`, n, config.Size(lim.CodeBytes), lim.CodeBytes)
 	}
 	maxSec := int64(lim.MaxTimeout / time.Second) // a count of seconds, as the argument is
-	if rt, ok := m["timeout_seconds"]; ok && !bytes.Equal(bytes.TrimSpace(rt), []byte("null")) {
+	if rt, ok := m["timeout_seconds"]; ok {
+		// null is not a number: the schema says integer. Leaving the
+		// argument out is how a call asks for the default.
 		var f float64
-		if err := json.Unmarshal(rt, &f); err != nil {
-			return a, fmt.Errorf(`argument "timeout_seconds" must be a whole number of seconds from 1 to %d, not %s`, maxSec, jsonKind(rt))
+		if err := json.Unmarshal(rt, &f); err != nil || bytes.Equal(bytes.TrimSpace(rt), []byte("null")) {
+			return a, fmt.Errorf(`argument "timeout_seconds" must be a whole number of seconds from 1 to %d, not %s; leave it out for the default of %d`, maxSec, jsonKind(rt), int64(lim.Timeout/time.Second))
 		}
 		if f != math.Trunc(f) || f < 1 || f > float64(maxSec) {
 			return a, fmt.Errorf(`argument "timeout_seconds" is %v; want a whole number of seconds from 1 to %d`, f, maxSec)

@@ -29,7 +29,7 @@ func TestParseArgs(t *testing.T) {
 		{"code", json.RawMessage(`{"code":"print(1)"}`), toolArgs{code: "print(1)"}, ""},
 		{"map", map[string]any{"code": "print(1)", "timeout_seconds": 5.0}, toolArgs{code: "print(1)", timeout: 5 * time.Second}, ""},
 		{"timeout", json.RawMessage(`{"code":"x","timeout_seconds":120}`), toolArgs{code: "x", timeout: 120 * time.Second}, ""},
-		{"null timeout", json.RawMessage(`{"code":"x","timeout_seconds":null}`), toolArgs{code: "x"}, ""},
+		{"null timeout", json.RawMessage(`{"code":"x","timeout_seconds":null}`), toolArgs{}, "not null; leave it out"},
 		{"missing", nil, toolArgs{}, "missing arguments"},
 		{"not an object", json.RawMessage(`["print(1)"]`), toolArgs{}, "must be a JSON object"},
 		{"no code", json.RawMessage(`{}`), toolArgs{}, `missing argument "code"`},
