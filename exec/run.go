@@ -36,8 +36,11 @@ const (
 // Run runs one program in a sandbox that no other code has touched, and
 // returns what it did. An error means the sandbox could not run the program
 // (bad request, missing image, runtime failure, cancellation); a program
-// that fails is a Result, not an error. The sandbox is destroyed after Run
-// returns, in the background; Close waits for that.
+// that fails is a Result, not an error; errors from a containerd that did
+// not answer wrap ErrNotAnswering. A ready sandbox whose stub turns out to
+// have ended before the program ran is replaced by a fresh one, once. The
+// sandbox is destroyed after Run returns, in the background (a failed
+// delete is retried); Close waits for that.
 func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) {
 	lang, timeout, err := e.check(req)
 	if err != nil {
