@@ -70,9 +70,9 @@ func (e *Executor) retryDeletes(ctx context.Context) int {
 	}
 	e.retries.mu.Unlock()
 	left := 0
-	for _, it := range items {
+	for i, it := range items {
 		if ctx.Err() != nil {
-			return len(items)
+			return left + len(items) - i
 		}
 		if err := deleteContainer(ctx, it.container); err != nil {
 			e.log.Debug("delete sandbox again", "run", it.container.ID(), "err", err)
