@@ -53,6 +53,9 @@ type Sandbox struct {
 	Pull string `toml:"pull"`
 	// PassThroughEnv names host environment variables given to every run.
 	PassThroughEnv []string `toml:"pass_through_env"`
+	// UIDLockDir is the host-wide directory where each sandbox's uid is
+	// claimed; every server on the host must use the same one.
+	UIDLockDir string `toml:"uid_lock_dir"`
 }
 
 // Pull policies.
@@ -76,8 +79,18 @@ type LimitsTable struct {
 	MaxTimeout  Duration `toml:"max_timeout"`
 	OutputBytes Size     `toml:"output_bytes"`
 	CodeBytes   Size     `toml:"code_bytes"`
-	UID         uint32   `toml:"uid"`
-	GID         uint32   `toml:"gid"`
+	// PendingSignals, MsgQueueSize and LockedMemory are the rlimits
+	// RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE and RLIMIT_MEMLOCK.
+	PendingSignals uint64 `toml:"pending_signals"`
+	MsgQueueSize   Size   `toml:"msgqueue_size"`
+	LockedMemory   Size   `toml:"locked_memory"`
+	// Ptys is how many pseudo-terminals a run may hold; 0 gives it no
+	// /dev/pts at all.
+	Ptys int `toml:"ptys"`
+	// UIDRange is the host uids (and gids) the sandboxes are given, one
+	// each, as "FIRST-LAST". It is read from [limits] only: the range is
+	// the server's, not a language's.
+	UIDRange string `toml:"uid_range"`
 }
 
 // LimitOverrides are one language's changes to [limits]; a nil field keeps
@@ -94,8 +107,11 @@ type LimitOverrides struct {
 	MaxTimeout  *Duration `toml:"max_timeout"`
 	OutputBytes *Size     `toml:"output_bytes"`
 	CodeBytes   *Size     `toml:"code_bytes"`
-	UID         *uint32   `toml:"uid"`
-	GID         *uint32   `toml:"gid"`
+
+	PendingSignals *uint64 `toml:"pending_signals"`
+	MsgQueueSize   *Size   `toml:"msgqueue_size"`
+	LockedMemory   *Size   `toml:"locked_memory"`
+	Ptys           *int    `toml:"ptys"`
 }
 
 // Apply returns l with o's set fields replacing l's.
@@ -133,11 +149,17 @@ func (o LimitOverrides) Apply(l LimitsTable) LimitsTable {
 	if o.CodeBytes != nil {
 		l.CodeBytes = *o.CodeBytes
 	}
-	if o.UID != nil {
-		l.UID = *o.UID
+	if o.PendingSignals != nil {
+		l.PendingSignals = *o.PendingSignals
 	}
-	if o.GID != nil {
-		l.GID = *o.GID
+	if o.MsgQueueSize != nil {
+		l.MsgQueueSize = *o.MsgQueueSize
+	}
+	if o.LockedMemory != nil {
+		l.LockedMemory = *o.LockedMemory
+	}
+	if o.Ptys != nil {
+		l.Ptys = *o.Ptys
 	}
 	return l
 }
@@ -252,6 +274,9 @@ func (c *Config) decode(data, name string) error {
 		keys := make([]string, len(u))
 		for i, k := range u {
 			keys[i] = k.String()
+			if last := k[len(k)-1]; len(k) >= 2 && k[len(k)-2] == "limits" && (last == "uid" || last == "gid") {
+				return fmt.Errorf("%s: %s: sandboxes no longer share one uid and gid: each gets its own from [limits] uid_range; remove uid and gid (see sandbox.toml.example)", name, k)
+			}
 		}
 		return fmt.Errorf("%s: unknown key %s; see sandbox.toml.example for the keys there are", name, strings.Join(keys, ", "))
 	}
@@ -300,6 +325,11 @@ var (
 // and a waiting process.
 const maxPool = 32
 
+// maxPtys bounds a run's pseudo-terminals: the kernel's kernel.pty.max
+// (4096 by default, 1024 of them kept for the host's own /dev/pts) is
+// shared by every container on the host.
+const maxPtys = 64
+
 // minMemory is the least memory limit runc can start a container with,
 // with room for an interpreter.
 const minMemory = 8 << 20
@@ -319,6 +349,9 @@ func (c *Config) Validate() error {
 	if !strings.HasPrefix(c.Sandbox.StateDir, "/") {
 		bad("sandbox.state_dir", "%q is not an absolute path", c.Sandbox.StateDir)
 	}
+	if !strings.HasPrefix(c.Sandbox.UIDLockDir, "/") {
+		bad("sandbox.uid_lock_dir", "%q is not an absolute path", c.Sandbox.UIDLockDir)
+	}
 	if c.Sandbox.Concurrency < 0 {
 		bad("sandbox.concurrency", "%d is negative; 0 means the number of CPUs", c.Sandbox.Concurrency)
 	}
@@ -336,6 +369,9 @@ func (c *Config) Validate() error {
 		seen[n] = true
 	}
 	errs = append(errs, validateLimits("limits", c.Limits)...)
+	if _, err := ParseUIDRange(c.Limits.UIDRange); err != nil {
+		bad("limits.uid_range", "%v", err)
+	}
 
 	names := c.Names()
 	if len(names) == 0 {
@@ -425,11 +461,15 @@ func validateLimits(key string, l LimitsTable) []error {
 	if l.CodeBytes > 1<<30 {
 		bad("code_bytes", "%s is more than 1GiB", l.CodeBytes)
 	}
-	if l.UID == 0 {
-		bad("uid", "0 is root; programs must not run as root (the default is 65534, nobody)")
+	if l.PendingSignals == 0 {
+		bad("pending_signals", "must be greater than 0")
 	}
-	if l.GID == 0 {
-		bad("gid", "0 is root's group; the default is 65534 (nogroup)")
+	positive("msgqueue_size", l.MsgQueueSize)
+	if l.LockedMemory < 0 {
+		bad("locked_memory", "must not be negative")
+	}
+	if l.Ptys < 0 || l.Ptys > maxPtys {
+		bad("ptys", "%d; want 0 (no /dev/pts) to %d", l.Ptys, maxPtys)
 	}
 	return errs
 }

@@ -25,8 +25,12 @@ func TestDefaultsValid(t *testing.T) {
 		t.Errorf("tools = %q, %q; want run_python_code, run_js_code", py.Tool, c.Languages["javascript"].Tool)
 	}
 	l := c.limitsFor("python")
-	if l.Memory != 512<<20 || l.Timeout != Duration(30*time.Second) || l.OutputBytes != 64<<10 || l.CodeBytes != 1<<20 || l.UID != 65534 {
+	if l.Memory != 512<<20 || l.Timeout != Duration(30*time.Second) || l.OutputBytes != 64<<10 || l.CodeBytes != 1<<20 ||
+		l.PendingSignals != 1024 || l.MsgQueueSize != 256<<10 || l.LockedMemory != 64<<10 || l.Ptys != 4 {
 		t.Errorf("python limits = %+v; want the documented defaults", l)
+	}
+	if got, want := c.UIDs(), (UIDRange{First: 2000000000, Last: 2000065535}); got != want {
+		t.Errorf("UIDs() = %v; want %v", got, want)
 	}
 }
 
@@ -181,8 +185,17 @@ func TestErrors(t *testing.T) {
 		{"integer duration", "[limits]\ntimeout = 30", []string{"invalid duration"}},
 		{"timeout over max", "[limits]\ntimeout = \"200s\"", []string{"limits.timeout", "max_timeout"}},
 		{"language timeout over max", "[languages.python.limits]\ntimeout = \"200s\"", []string{"languages.python.limits.timeout"}},
-		{"root uid", "[limits]\nuid = 0", []string{"limits.uid", "root"}},
-		{"root gid", "[languages.python.limits]\ngid = 0", []string{"languages.python.limits.gid"}},
+		{"uid is gone", "[limits]\nuid = 1000", []string{"limits.uid", "uid_range", "no longer share"}},
+		{"language gid is gone", "[languages.python.limits]\ngid = 1000", []string{"languages.python.limits.gid", "uid_range"}},
+		{"uid range with root", "[limits]\nuid_range = \"0-100\"", []string{"limits.uid_range", "root"}},
+		{"uid range with nobody", "[limits]\nuid_range = \"65000-70000\"", []string{"limits.uid_range", "nobody"}},
+		{"uid range reversed", "[limits]\nuid_range = \"200-100\"", []string{"limits.uid_range", "above the last"}},
+		{"uid range not a range", "[limits]\nuid_range = \"100000\"", []string{"limits.uid_range", "FIRST-LAST"}},
+		{"uid range too high", "[limits]\nuid_range = \"100000-4294967295\"", []string{"limits.uid_range", "not a valid uid"}},
+		{"uid range per language", "[languages.python.limits]\nuid_range = \"100000-100010\"", []string{"languages.python.limits.uid_range"}},
+		{"relative uid lock dir", "[sandbox]\nuid_lock_dir = \"uids\"", []string{"sandbox.uid_lock_dir"}},
+		{"no pending signals", "[limits]\npending_signals = 0", []string{"limits.pending_signals"}},
+		{"too many ptys", "[languages.python.limits]\nptys = 65", []string{"languages.python.limits.ptys"}},
 		{"zero cpus", "[limits]\ncpus = 0.0", []string{"limits.cpus"}},
 		{"no image", "[languages.ruby]\ncommand = [\"ruby\"]\nfile = \"main.rb\"", []string{"languages.ruby.image", "empty"}},
 		{"no command", "[languages.ruby]\nimage = \"r\"\nfile = \"main.rb\"", []string{"languages.ruby.command"}},
@@ -266,8 +279,8 @@ pool = 3
 timeout = "45s"
 max_timeout = "90s"
 code_bytes = "2MiB"
-uid = 1000
-gid = 1001
+ptys = 0
+pending_signals = 64
 
 [languages.javascript]
 disabled = true
@@ -295,7 +308,8 @@ env = ["A=1"]
 		Limits: Limits{
 			MemoryBytes: 1 << 30, CPUs: 1, Pids: 128, TmpBytes: 64 << 20, ShmBytes: 8 << 20,
 			FileBytes: 64 << 20, OpenFiles: 1024, Timeout: 45 * time.Second, MaxTimeout: 90 * time.Second,
-			OutputBytes: 128 << 10, CodeBytes: 2 << 20, UID: 1000, GID: 1001,
+			OutputBytes: 128 << 10, CodeBytes: 2 << 20,
+			PendingSignals: 64, MsgQueueBytes: 256 << 10, LockedBytes: 64 << 10, Ptys: 0,
 		},
 	}
 	if !reflect.DeepEqual(py, want) {

@@ -61,8 +61,15 @@ type Limits struct {
 	OutputBytes int64
 	// CodeBytes is the largest program accepted.
 	CodeBytes int64
-	// UID and GID the program runs as.
-	UID, GID uint32
+	// PendingSignals caps signals queued to the run's processes
+	// (RLIMIT_SIGPENDING), MsgQueueBytes its POSIX message queues
+	// (RLIMIT_MSGQUEUE), LockedBytes its locked memory (RLIMIT_MEMLOCK).
+	PendingSignals uint64
+	MsgQueueBytes  int64
+	LockedBytes    int64
+	// Ptys is how many pseudo-terminals the run may open; 0 gives it no
+	// /dev/pts.
+	Ptys int
 }
 
 // Language returns the enabled language called name, with [limits] and its
@@ -84,19 +91,21 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 		Description: t.Description,
 		Pool:        t.Pool,
 		Limits: Limits{
-			MemoryBytes: int64(lim.Memory),
-			CPUs:        lim.CPUs,
-			Pids:        lim.Pids,
-			TmpBytes:    int64(lim.TmpSize),
-			ShmBytes:    int64(lim.ShmSize),
-			FileBytes:   int64(lim.FileSize),
-			OpenFiles:   lim.OpenFiles,
-			Timeout:     time.Duration(lim.Timeout),
-			MaxTimeout:  time.Duration(lim.MaxTimeout),
-			OutputBytes: int64(lim.OutputBytes),
-			CodeBytes:   int64(lim.CodeBytes),
-			UID:         lim.UID,
-			GID:         lim.GID,
+			MemoryBytes:    int64(lim.Memory),
+			CPUs:           lim.CPUs,
+			Pids:           lim.Pids,
+			TmpBytes:       int64(lim.TmpSize),
+			ShmBytes:       int64(lim.ShmSize),
+			FileBytes:      int64(lim.FileSize),
+			OpenFiles:      lim.OpenFiles,
+			Timeout:        time.Duration(lim.Timeout),
+			MaxTimeout:     time.Duration(lim.MaxTimeout),
+			OutputBytes:    int64(lim.OutputBytes),
+			CodeBytes:      int64(lim.CodeBytes),
+			PendingSignals: lim.PendingSignals,
+			MsgQueueBytes:  int64(lim.MsgQueueSize),
+			LockedBytes:    int64(lim.LockedMemory),
+			Ptys:           lim.Ptys,
 		},
 	}, true
 }

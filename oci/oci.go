@@ -37,11 +37,13 @@ type Policy struct {
 	Env []string
 	// Hostname inside the sandbox.
 	Hostname string
+	// UID and GID the process runs as, with no supplementary groups; zero
+	// is refused: runs are never root.
+	UID, GID uint32
 
-	// Limits are the language's: the uid and gid (zero is refused: runs
-	// are never root), the memory cgroup limit (swap on top of it is
-	// none), the CFS quota, the pids limit, the sizes of /tmp and
-	// /dev/shm, and the rlimits on file size and open files.
+	// Limits are the language's: the memory cgroup limit (swap on top of
+	// it is none), the CFS quota, the pids limit, the sizes of /tmp and
+	// /dev/shm, the pseudo-terminals, and the rlimits (see rlimits).
 	Limits config.Limits
 	// Hard looks up the server's own hard limit of an rlimit ("RLIMIT_NOFILE"):
 	// a run's is never raised above it (see Rlimits). Nil knows none.
@@ -83,7 +85,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 		ctroci.WithProcessArgs(p.args()...),
 		ctroci.WithProcessCwd("/tmp"),
 		withEnvExactly(p.Env),
-		ctroci.WithUIDGID(l.UID, l.GID),
+		ctroci.WithUIDGID(p.UID, p.GID),
 		withNoAdditionalGIDs,
 		ctroci.WithHostname(p.Hostname),
 		ctroci.WithRootFSReadonly(),
@@ -93,6 +95,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 		ctroci.WithoutRunMount,
 		ctroci.WithoutMounts("/dev/shm"),
 		ctroci.WithMounts(p.mounts()),
+		withPtys(l.Ptys),
 		withMaskedPathsAdded(extraMaskedPaths),
 		withPrivateNetwork,
 		// A cgroup namespace of its own: /proc/self/cgroup shows "/", not
@@ -107,11 +110,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	if hard == nil {
 		hard = func(string) (uint64, bool) { return 0, false }
 	}
-	rl := Rlimits([]Rlimit{
-		{Type: "RLIMIT_NOFILE", Max: l.OpenFiles},
-		{Type: "RLIMIT_FSIZE", Max: uint64(l.FileBytes)},
-		{Type: "RLIMIT_CORE", Max: 0},
-	}, hard)
+	rl := Rlimits(rlimits(l), hard)
 	for i := range rl {
 		opts = append(opts, ctroci.WithRlimit(&rl[i]))
 	}
@@ -126,8 +125,8 @@ func (p Policy) validate() error {
 		return fmt.Errorf("policy has no command")
 	case p.WaitForStart && !CanWaitForStart(p.Env):
 		return fmt.Errorf("policy waits for its start in a shell, but its environment sets one of %v, which the shell would change", stubUnset)
-	case p.Limits.UID == 0 || p.Limits.GID == 0:
-		return fmt.Errorf("policy would run as uid %d gid %d: sandboxes never run as root", p.Limits.UID, p.Limits.GID)
+	case p.UID == 0 || p.GID == 0:
+		return fmt.Errorf("policy would run as uid %d gid %d: sandboxes never run as root", p.UID, p.GID)
 	case p.Limits.MemoryBytes <= 0:
 		return fmt.Errorf("policy has no memory limit")
 	case p.Limits.CPUs <= 0:
@@ -138,6 +137,10 @@ func (p Policy) validate() error {
 		return fmt.Errorf("policy has no size for /tmp or /dev/shm")
 	case p.Limits.FileBytes <= 0 || p.Limits.OpenFiles == 0:
 		return fmt.Errorf("policy has no limit on file size or open files")
+	case p.Limits.PendingSignals == 0 || p.Limits.MsgQueueBytes <= 0 || p.Limits.LockedBytes < 0:
+		return fmt.Errorf("policy has no limit on queued signals or message queues")
+	case p.Limits.Ptys < 0:
+		return fmt.Errorf("policy has a negative number of ptys")
 	}
 	return nil
 }
@@ -237,6 +240,28 @@ func withEnvExactly(env []string) ctroci.SpecOpts {
 	}
 }
 
+// withPtys caps the sandbox's own devpts instance at n pseudo-terminals
+// (its max= option), or, for n = 0, mounts none: /dev/ptmx, a link into
+// /dev/pts, then leads nowhere. The kernel's kernel.pty.max is shared by
+// every devpts instance on the host; the cap keeps a run from taking it.
+func withPtys(n int) ctroci.SpecOpts {
+	return func(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+		i := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == "/dev/pts" })
+		switch {
+		case i < 0 && n > 0:
+			return fmt.Errorf("no /dev/pts in the default spec to cap at %d ptys", n)
+		case i < 0:
+		case n == 0:
+			s.Mounts = slices.Delete(s.Mounts, i, i+1)
+		default:
+			m := &s.Mounts[i]
+			m.Options = slices.DeleteFunc(slices.Clone(m.Options), func(o string) bool { return strings.HasPrefix(o, "max=") })
+			m.Options = append(m.Options, "max="+strconv.Itoa(n))
+		}
+		return nil
+	}
+}
+
 // withNoAdditionalGIDs clears supplementary groups: the run holds its own
 // gid and no other.
 func withNoAdditionalGIDs(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
@@ -299,6 +324,34 @@ func Env(image, language, pass []string) []string {
 		for _, kv := range list {
 			add(kv)
 		}
+	}
+	return out
+}
+
+// rlimits are the limits a run of l gets, before they are clamped. Those
+// the kernel counts per user (queued signals, message queues, locked
+// memory, processes) are low: each sandbox has a uid of its own, and these
+// bound what its own count can reach. A run may not raise its scheduling
+// priority, real-time or nice, and writes no core files.
+func rlimits(l config.Limits) []Rlimit {
+	return []Rlimit{
+		{Type: "RLIMIT_NOFILE", Max: l.OpenFiles},
+		{Type: "RLIMIT_FSIZE", Max: uint64(l.FileBytes)},
+		{Type: "RLIMIT_CORE", Max: 0},
+		{Type: "RLIMIT_SIGPENDING", Max: l.PendingSignals},
+		{Type: "RLIMIT_MSGQUEUE", Max: uint64(l.MsgQueueBytes)},
+		{Type: "RLIMIT_MEMLOCK", Max: uint64(l.LockedBytes)},
+		{Type: "RLIMIT_NPROC", Max: uint64(l.Pids)},
+		{Type: "RLIMIT_RTPRIO", Max: 0},
+		{Type: "RLIMIT_NICE", Max: 0},
+	}
+}
+
+// RlimitTypes are the rlimits every run's spec sets.
+func RlimitTypes() []string {
+	var out []string
+	for _, r := range rlimits(config.Limits{}) {
+		out = append(out, r.Type)
 	}
 	return out
 }

@@ -19,16 +19,20 @@ func testPolicy() Policy {
 		Args:     []string{"python3", "/sandbox/main.py"},
 		Env:      []string{"PATH=/usr/bin:/bin", "HOME=/tmp"},
 		Hostname: "sandbox",
+		UID:      2000000007,
+		GID:      2000000007,
 		Limits: config.Limits{
-			UID:         65534,
-			GID:         65534,
-			MemoryBytes: 512 << 20,
-			CPUs:        1.5,
-			Pids:        128,
-			TmpBytes:    64 << 20,
-			ShmBytes:    32 << 20,
-			FileBytes:   1 << 20,
-			OpenFiles:   256,
+			MemoryBytes:    512 << 20,
+			CPUs:           1.5,
+			Pids:           128,
+			TmpBytes:       64 << 20,
+			ShmBytes:       32 << 20,
+			FileBytes:      1 << 20,
+			OpenFiles:      256,
+			PendingSignals: 100,
+			MsgQueueBytes:  200 << 10,
+			LockedBytes:    32 << 10,
+			Ptys:           3,
 		},
 		CodeHostDir: "/run/code-sandbox-mcp/csm-1/code",
 	}
@@ -67,8 +71,8 @@ func TestSpecProcess(t *testing.T) {
 	if got, want := p.Env, []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}; !slices.Equal(got, want) {
 		t.Errorf("env: got %q; want %q (exactly, nothing added)", got, want)
 	}
-	if p.User.UID != 65534 || p.User.GID != 65534 {
-		t.Errorf("user: got %d:%d; want 65534:65534", p.User.UID, p.User.GID)
+	if p.User.UID != 2000000007 || p.User.GID != 2000000007 {
+		t.Errorf("user: got %d:%d; want 2000000007:2000000007", p.User.UID, p.User.GID)
 	}
 	if len(p.User.AdditionalGids) != 0 {
 		t.Errorf("additional gids: got %v; want none", p.User.AdditionalGids)
@@ -91,7 +95,11 @@ func TestSpecProcess(t *testing.T) {
 			t.Errorf("%s capabilities: got %v; want none", name, set)
 		}
 	}
-	want := map[string]uint64{"RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0, "RLIMIT_FSIZE": 1 << 20}
+	want := map[string]uint64{
+		"RLIMIT_NOFILE": 256, "RLIMIT_CORE": 0, "RLIMIT_FSIZE": 1 << 20,
+		"RLIMIT_SIGPENDING": 100, "RLIMIT_MSGQUEUE": 200 << 10, "RLIMIT_MEMLOCK": 32 << 10,
+		"RLIMIT_NPROC": 128, "RLIMIT_RTPRIO": 0, "RLIMIT_NICE": 0,
+	}
 	for _, r := range p.Rlimits {
 		w, ok := want[r.Type]
 		if !ok {
@@ -138,6 +146,10 @@ func TestSpecFilesystem(t *testing.T) {
 	if _, ok := mounts["/run"]; ok {
 		t.Error("/run: mounted; want no writable /run")
 	}
+	if pts := mounts["/dev/pts"]; pts.Type != "devpts" || !hasAll(pts.Options, "newinstance", "max=3") ||
+		len(slices.DeleteFunc(slices.Clone(pts.Options), func(o string) bool { return !strings.HasPrefix(o, "max=") })) != 1 {
+		t.Errorf("/dev/pts: got %+v; want its own devpts instance capped with max=3", pts)
+	}
 	// Nothing else of the host: every bind mount is the code directory.
 	for _, m := range s.Mounts {
 		if (m.Type == "bind" || hasAll(m.Options, "bind") || hasAll(m.Options, "rbind")) && m.Destination != CodeDir {
@@ -168,6 +180,17 @@ func TestSpecFilesystem(t *testing.T) {
 	for _, p := range []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/bus", "/proc/fs", "/proc/irq"} {
 		if !slices.Contains(s.Linux.ReadonlyPaths, p) {
 			t.Errorf("read-only paths: %s missing", p)
+		}
+	}
+}
+
+func TestSpecWithoutPtys(t *testing.T) {
+	p := testPolicy()
+	p.Limits.Ptys = 0
+	s := generate(t, p)
+	for _, m := range s.Mounts {
+		if m.Destination == "/dev/pts" || m.Type == "devpts" {
+			t.Errorf("mount %+v; want no devpts with ptys = 0", m)
 		}
 	}
 }
@@ -341,8 +364,11 @@ func TestSpecOverAWeakerBase(t *testing.T) {
 
 func TestSpecOptsRefusesUnsafePolicies(t *testing.T) {
 	for name, mutate := range map[string]func(*Policy){
-		"root uid":      func(p *Policy) { p.Limits.UID = 0 },
-		"root gid":      func(p *Policy) { p.Limits.GID = 0 },
+		"root uid":      func(p *Policy) { p.UID = 0 },
+		"root gid":      func(p *Policy) { p.GID = 0 },
+		"no sigpending": func(p *Policy) { p.Limits.PendingSignals = 0 },
+		"no msgqueue":   func(p *Policy) { p.Limits.MsgQueueBytes = 0 },
+		"negative ptys": func(p *Policy) { p.Limits.Ptys = -1 },
 		"no memory":     func(p *Policy) { p.Limits.MemoryBytes = 0 },
 		"no cpu":        func(p *Policy) { p.Limits.CPUs = 0 },
 		"no pids limit": func(p *Policy) { p.Limits.Pids = 0 },

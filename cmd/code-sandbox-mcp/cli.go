@@ -325,6 +325,8 @@ func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Co
 		StateDir:    cfg.Sandbox.StateDir,
 		Concurrency: cfg.Sandbox.Concurrency,
 		Languages:   cfg.Enabled(),
+		UIDs:        cfg.UIDs(),
+		UIDLockDir:  cfg.Sandbox.UIDLockDir,
 		Pull:        cfg.Sandbox.Pull == config.PullMissing,
 		Logger:      logger,
 	}

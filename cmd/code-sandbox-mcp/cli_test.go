@@ -147,8 +147,11 @@ func TestExecConfig(t *testing.T) {
 	py := ec.Languages[slices.IndexFunc(ec.Languages, func(l config.Language) bool { return l.Name == "python" })]
 	if py.Name != "python" || py.File != "main.py" || py.Command[0] != "python3" || py.Limits.MemoryBytes != 512<<20 ||
 		py.Limits.Timeout != 30*time.Second || py.Limits.MaxTimeout != 120*time.Second || py.Limits.OutputBytes != 64<<10 ||
-		py.Limits.CodeBytes != 1<<20 || py.Limits.UID != 65534 || py.Limits.OpenFiles != 1024 || py.Limits.TmpBytes != 64<<20 {
+		py.Limits.CodeBytes != 1<<20 || py.Limits.PendingSignals != 1024 || py.Limits.OpenFiles != 1024 || py.Limits.TmpBytes != 64<<20 {
 		t.Errorf("python = %+v", py)
+	}
+	if ec.UIDs.First != 2000000000 || ec.UIDs.Last != 2000065535 || ec.UIDLockDir != "/run/code-sandbox-mcp/uids" {
+		t.Errorf("uids %v in %q; want the default range and directory", ec.UIDs, ec.UIDLockDir)
 	}
 	if len(ec.Languages) != 2 {
 		t.Errorf("languages %v; want python and javascript", ec.Languages)

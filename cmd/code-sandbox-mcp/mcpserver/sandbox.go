@@ -26,6 +26,9 @@ type sandbox struct {
 func describeSandbox(ctx context.Context, l config.Language) (sandbox, error) {
 	p := oci.NewPolicy(l)
 	p.Env = oci.Env(nil, l.Env, nil)
+	// Each run has a uid of its own, which the executor picks; nothing
+	// said of the sandbox depends on which.
+	p.UID, p.GID = 1, 1
 	s, err := oci.Generate(ctx, p)
 	if err != nil {
 		return sandbox{}, fmt.Errorf("the spec of %s: %w", l.Name, err)

@@ -280,7 +280,9 @@ func TestSandboxFactsFollowTheSpec(t *testing.T) {
 				descriptions[tool.Name] = tool.Description
 			}
 			for _, l := range langs {
-				s, err := oci.Generate(t.Context(), oci.NewPolicy(l))
+				p := oci.NewPolicy(l)
+				p.UID, p.GID = 2000000000, 2000000000
+				s, err := oci.Generate(t.Context(), p)
 				if err != nil {
 					t.Fatal(err)
 				}
