@@ -42,6 +42,12 @@ type Config struct {
 	Concurrency int
 	// Languages are the languages it runs, each with a distinct Name.
 	Languages []config.Language
+	// UIDs are the host uids, and gids of the same numbers, that
+	// sandboxes run as, one each; UIDLockDir is the host-wide directory
+	// where a uid is claimed (see uids). Every server and command on the
+	// host must use the same directory.
+	UIDs       config.UIDRange
+	UIDLockDir string
 	// PassEnv is added, as KEY=value, to every run's environment.
 	PassEnv []string
 	// Pull allows pulling an image that is missing from the image store.
@@ -59,6 +65,7 @@ type Executor struct {
 	snapshotter string
 	slots       chan struct{}
 	hard        map[string]uint64 // the server's own hard rlimits
+	uids        *uids
 
 	// closing is cancelled by Close; every run derives from it too.
 	closing   context.Context
@@ -115,6 +122,10 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
+	ids, err := newUIDs(cfg.UIDs, cfg.UIDLockDir, fmt.Sprintf("pid %d instance %s", me.pid, me.instance))
+	if err != nil {
+		return nil, err
+	}
 	c, err := Dial(ctx, cfg.Address, cfg.Namespace)
 	if err != nil {
 		return nil, err
@@ -135,6 +146,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		snapshotter: snapshotter,
 		slots:       make(chan struct{}, cfg.Concurrency),
 		hard:        hardLimits(),
+		uids:        ids,
 		closing:     closing,
 		close:       cancel,
 		langs:       map[string]*language{},
@@ -231,6 +243,7 @@ func (e *Executor) shutdown() error {
 		err = fmt.Errorf("%d sandboxes could not be deleted; the next server's start-up sweep deletes them", left)
 	}
 	e.stopDeletes()
+	e.uids.abandon()
 	e.preparing.Wait()
 	e.events.wait()
 	e.exits.wait()
@@ -254,8 +267,6 @@ func validate(l config.Language) error {
 		return fmt.Errorf("language %q has no command: %w", name, errdefs.ErrInvalidArgument)
 	case l.File == "" || l.File != cleanBase(l.File):
 		return fmt.Errorf("language %q: file %q must be a plain file name: %w", name, l.File, errdefs.ErrInvalidArgument)
-	case l.Limits.UID == 0 || l.Limits.GID == 0:
-		return fmt.Errorf("language %q would run as root (uid %d, gid %d): %w", name, l.Limits.UID, l.Limits.GID, errdefs.ErrInvalidArgument)
 	case l.Limits.Timeout <= 0 || l.Limits.MaxTimeout < l.Limits.Timeout:
 		return fmt.Errorf("language %q: timeout %s must be positive and at most max timeout %s: %w", name, l.Limits.Timeout, l.Limits.MaxTimeout, errdefs.ErrInvalidArgument)
 	case l.Pool < 0:
@@ -271,9 +282,15 @@ func validate(l config.Language) error {
 func hardLimits() map[string]uint64 {
 	out := map[string]uint64{}
 	for name, res := range map[string]int{
-		"RLIMIT_NOFILE": unix.RLIMIT_NOFILE,
-		"RLIMIT_FSIZE":  unix.RLIMIT_FSIZE,
-		"RLIMIT_CORE":   unix.RLIMIT_CORE,
+		"RLIMIT_NOFILE":     unix.RLIMIT_NOFILE,
+		"RLIMIT_FSIZE":      unix.RLIMIT_FSIZE,
+		"RLIMIT_CORE":       unix.RLIMIT_CORE,
+		"RLIMIT_SIGPENDING": unix.RLIMIT_SIGPENDING,
+		"RLIMIT_MSGQUEUE":   unix.RLIMIT_MSGQUEUE,
+		"RLIMIT_MEMLOCK":    unix.RLIMIT_MEMLOCK,
+		"RLIMIT_NPROC":      unix.RLIMIT_NPROC,
+		"RLIMIT_RTPRIO":     unix.RLIMIT_RTPRIO,
+		"RLIMIT_NICE":       unix.RLIMIT_NICE,
 	} {
 		var r unix.Rlimit
 		if unix.Getrlimit(res, &r) == nil {

@@ -29,17 +29,18 @@ type retryList struct {
 type retryItem struct {
 	container containerd.Container
 	dir       string
+	uid       uint32 // released once the delete succeeds
 }
 
 // deleteLater records a sandbox whose delete failed; the retry loop and
 // Close try it again.
-func (e *Executor) deleteLater(c containerd.Container, dir string) {
+func (e *Executor) deleteLater(c containerd.Container, dir string, uid uint32) {
 	e.retries.mu.Lock()
 	defer e.retries.mu.Unlock()
 	if e.retries.pending == nil {
 		e.retries.pending = map[string]retryItem{}
 	}
-	e.retries.pending[c.ID()] = retryItem{container: c, dir: dir}
+	e.retries.pending[c.ID()] = retryItem{container: c, dir: dir, uid: uid}
 }
 
 // retryLoop tries the failed deletes again every retryInterval until the
@@ -81,6 +82,9 @@ func (e *Executor) retryDeletes(ctx context.Context) int {
 		}
 		if it.dir != "" {
 			os.RemoveAll(it.dir)
+		}
+		if it.uid != 0 {
+			e.uids.release(it.uid)
 		}
 		e.log.Info("sandbox deleted after an earlier failure", "run", it.container.ID())
 		e.retries.mu.Lock()

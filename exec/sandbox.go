@@ -30,6 +30,7 @@ type sandbox struct {
 	img     *preparedImage
 	id      string
 	dir     string // host directory: the program (code/) and the FIFOs
+	uid     uint32 // the host uid and gid it runs as, its own; 0 before the claim
 	created time.Time
 
 	container containerd.Container
@@ -77,6 +78,9 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 			s.destroy(ctx)
 		}
 	}()
+	if s.uid, err = e.uids.claim(s.id); err != nil {
+		return nil, err
+	}
 	labels := s.labels(deadline)
 	if err := s.makeDir(labels); err != nil {
 		return nil, err
@@ -155,6 +159,7 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 	policy.Env = sandboxoci.Env(img.env, s.lang.Env, e.cfg.PassEnv)
 	policy.Hard = func(t string) (uint64, bool) { v, ok := e.hard[t]; return v, ok }
 	policy.CodeHostDir = filepath.Join(s.dir, "code")
+	policy.UID, policy.GID = s.uid, s.uid
 	if ahead && sandboxoci.CanWaitForStart(policy.Env) {
 		policy.WaitForStart = true
 		s.start = newStartLine()
@@ -475,10 +480,13 @@ func (s *sandbox) destroy(ctx context.Context) {
 		s.e.exits.untrack(s.task.Pid())
 	}
 	// The run directory holds the FIFOs the shim may still have open:
-	// it goes with the container.
+	// it goes with the container, and the uid is free once both are.
 	if failed != nil {
-		s.e.deleteLater(s.container, s.dir)
+		s.e.deleteLater(s.container, s.dir, s.uid)
 		return
+	}
+	if s.uid != 0 {
+		s.e.uids.release(s.uid)
 	}
 	if s.dir != "" {
 		if err := os.RemoveAll(s.dir); err != nil {

@@ -149,11 +149,18 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 			continue
 		}
 		e.log.Info("reaping orphaned sandbox", "container", c.ID(), "owner", labels[labelOwner])
+		var uid uint32
+		if spec, err := c.Spec(ctx); err == nil && spec.Process != nil {
+			uid = spec.Process.User.UID
+		}
 		if err := deleteContainer(ctx, c); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		os.RemoveAll(filepath.Join(e.cfg.StateDir, c.ID()))
+		// Its processes are gone: its uid's claim, left by its dead
+		// owner, need not be checked against the host's processes.
+		e.uids.clearStale(uid)
 		reaped++
 	}
 	if err := e.sweepSnapshots(ctx, now); err != nil {
