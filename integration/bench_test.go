@@ -451,7 +451,7 @@ func startBench(b *testing.B, bin, sandboxTOML string) *benchServer {
 	b.Helper()
 	stateDir := newStateDir(b)
 	cfgPath := filepath.Join(b.TempDir(), "sandbox.toml")
-	if err := os.WriteFile(cfgPath, []byte(fmt.Sprintf("[sandbox]\nstate_dir = %q\n%s", stateDir, sandboxTOML)), 0o644); err != nil {
+	if err := os.WriteFile(cfgPath, []byte(withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\n%s", stateDir, sandboxTOML), testUIDLockDir())), 0o644); err != nil {
 		b.Fatal(err)
 	}
 	cmd := osexec.Command(bin, "--log-level", "debug", "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace)
@@ -836,7 +836,7 @@ type unpackedRoot struct {
 
 // unpackedImage unpacks the archive of image ref from SANDBOX_IMAGES into a
 // directory, once, and returns it with the image's environment.
-func unpackedImage(b *testing.B, ref string) (string, []string) {
+func unpackedImage(b testing.TB, ref string) (string, []string) {
 	b.Helper()
 	unpackedMu.Lock()
 	defer unpackedMu.Unlock()
@@ -857,7 +857,7 @@ func unpackedImage(b *testing.B, ref string) (string, []string) {
 }
 
 // archiveFor returns the archive in SANDBOX_IMAGES whose index names ref.
-func archiveFor(b *testing.B, ref string) string {
+func archiveFor(b testing.TB, ref string) string {
 	b.Helper()
 	for _, p := range strings.Split(os.Getenv("SANDBOX_IMAGES"), ":") {
 		if p == "" {

@@ -36,8 +36,11 @@ func testLimits() config.Limits {
 		MaxTimeout:  60 * time.Second,
 		OutputBytes: 64 << 10,
 		CodeBytes:   1 << 20,
-		UID:         65534,
-		GID:         65534,
+		// The defaults of config's default.toml.
+		PendingSignals: 1024,
+		MsgQueueBytes:  256 << 10,
+		LockedBytes:    64 << 10,
+		Ptys:           4,
 	}
 }
 
@@ -88,6 +91,10 @@ func startExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 		Namespace: testNamespace,
 		StateDir:  newStateDir(t),
 		Languages: testLanguages(),
+		UIDs:      testUIDs,
+		// The harness's: every executor and server on the shared daemon
+		// claims uids from it, so that none shares one with another.
+		UIDLockDir: testUIDLockDir(),
 	}
 	if edit != nil {
 		edit(&cfg)
@@ -505,7 +512,7 @@ func TestSandboxErrorsAreActionableAndLeaveNothing(t *testing.T) {
 
 	stateDir := newStateDir(t)
 	ctx := testContext(t)
-	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, Languages: langs})
+	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(), Languages: langs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,7 +624,10 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 		t.Fatalf("build crashserver: %v\n%s", err, out)
 	}
 	stateDir := newStateDir(t)
-	cmd := osexec.Command(bin, testAddress, testNamespace, stateDir, pythonImage)
+	// A range of three uids, apart from testUIDs: the crashing server's
+	// two sandboxes hold two of them.
+	uids := config.UIDRange{First: testUIDs.Last + 10, Last: testUIDs.Last + 12}
+	cmd := osexec.Command(bin, testAddress, testNamespace, stateDir, pythonImage, testUIDLockDir(), uids.String())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -644,16 +654,84 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 		t.Fatalf("after the crash: got %d run directories; want the orphans' two", len(entries))
 	}
 
-	// The next server, on the same state directory, sweeps at Prepare.
-	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, Languages: testLanguages()})
+	orphanUIDs := map[uint32]bool{}
+	cs, err := testClient.Containers(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		spec, err := c.Spec(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		orphanUIDs[spec.Process.User.UID] = true
+	}
+	if len(orphanUIDs) != 2 {
+		t.Fatalf("the orphans run as %v; want two uids of %v", orphanUIDs, uids)
+	}
+
+	// The next server, on the same state directory, uid range and claims
+	// directory, sweeps at Prepare. Before that, it must not give a new
+	// sandbox an orphan's uid: its only free uid is the third, and while
+	// a run holds it there is none.
+	langs := testLanguages()
+	for i := range langs {
+		langs[i].Pool = 0
+	}
+	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: uids, UIDLockDir: testUIDLockDir(), Languages: langs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer e.Close()
+	const whoami = "import os, time\nprint(os.getuid(), os.getgid(), flush=True)\ntime.sleep(%d)\n"
+	held := make(chan *exec.Result, 1)
+	go func() {
+		res, err := e.Run(ctx, exec.Request{Language: "python", Code: fmt.Sprintf(whoami, 3)})
+		if err != nil {
+			t.Errorf("run before the sweep: %v", err)
+		}
+		held <- res
+	}()
+	time.Sleep(time.Second) // the first run claims its uid
+	if res, err := e.Run(ctx, exec.Request{Language: "python", Code: fmt.Sprintf(whoami, 0)}); !errdefs.IsResourceExhausted(err) {
+		t.Errorf("second run before the sweep: got %+v, %v; want no uid free (the orphans hold two of three)", res, err)
+	}
+	if res := <-held; res != nil {
+		var uid, gid uint32
+		fmt.Sscan(string(res.Stdout), &uid, &gid)
+		if orphanUIDs[uid] || !uids.Contains(uid) || gid != uid {
+			t.Errorf("run before the sweep ran as %d:%d; want the third uid of %v, not an orphan's %v", uid, gid, uids, orphanUIDs)
+		}
+	}
 	if err := e.Prepare(ctx); err != nil {
 		t.Fatalf("Prepare: %v", err)
 	}
 	assertNoLeftovers(t, stateDir)
+	// Swept, the orphans' uids are free again: three runs at once get
+	// the three uids.
+	var wg sync.WaitGroup
+	got := make(chan uint32, 3)
+	for range 3 {
+		wg.Go(func() {
+			res, err := e.Run(ctx, exec.Request{Language: "python", Code: fmt.Sprintf(whoami, 2)})
+			if err != nil {
+				t.Errorf("run after the sweep: %v", err)
+				return
+			}
+			var uid uint32
+			fmt.Sscan(string(res.Stdout), &uid)
+			got <- uid
+		})
+	}
+	wg.Wait()
+	close(got)
+	seen := map[uint32]bool{}
+	for uid := range got {
+		seen[uid] = true
+	}
+	if len(seen) != 3 {
+		t.Errorf("three runs after the sweep ran as %v; want the three uids of %v, each once", seen, uids)
+	}
 }
 
 func TestPoolSandboxesAreFreshAndRefilled(t *testing.T) {

@@ -5,7 +5,7 @@ package integration
 // that the test may SIGKILL, SIGSTOP and restart. Each case asserts what
 // the client sees, a time bound, and that nothing is left at its end:
 // containers, tasks, snapshots, shims, mounts, cgroup directories, run
-// directories, processes of the sandbox uid.
+// directories, processes of the sandboxes' uids.
 
 import (
 	"bufio"
@@ -34,9 +34,6 @@ import (
 
 // faultPool is the python pool of a fault test's server (the default).
 const faultPool = 2
-
-// sandboxUID is the uid programs run as ([limits] uid's default).
-const sandboxUID = 65534
 
 // faultNamespaceOf is the namespace of the private daemons of the harness
 // directory dir: one per run, so that what a case leaves in the host's
@@ -327,7 +324,7 @@ func (d *privateDaemon) poolFull(t *testing.T) bool {
 
 // assertNoLeftovers is the package's assertNoLeftovers for d, and also
 // checks the host: no cgroup directory under the namespace's parent
-// cgroups and no process of the sandbox uid in them. Those are allowed
+// cgroups and no process of the sandboxes' uids in them. Those are allowed
 // the few seconds a shim takes to exit.
 func (d *privateDaemon) assertNoLeftovers(t *testing.T, stateDir string) {
 	t.Helper()
@@ -341,7 +338,7 @@ func (d *privateDaemon) assertNoLeftovers(t *testing.T, stateDir string) {
 		t.Errorf("cgroup directories of %s: got %v; want none", d.namespace, cgroups)
 	}
 	if len(procs) > 0 {
-		t.Errorf("processes of uid %d in %s's cgroups: got %v; want none", sandboxUID, d.namespace, procs)
+		t.Errorf("processes of the sandboxes' uids (%v) in %s's cgroups: got %v; want none", testUIDs, d.namespace, procs)
 	}
 }
 
@@ -361,8 +358,7 @@ func namespaceCgroupDirs(namespace string) []string {
 }
 
 // sandboxProcesses lists, as "pid: command line", the processes of the
-// sandbox uid in a cgroup of namespace: a sandbox's, and nothing else of
-// the host's user nobody.
+// sandboxes' uids (testUIDs) in a cgroup of namespace.
 func sandboxProcesses(namespace string) []string {
 	var out []string
 	for pid, args := range processes() {
@@ -370,15 +366,15 @@ func sandboxProcesses(namespace string) []string {
 		if err != nil {
 			continue
 		}
-		uid := -1
+		uid := uint64(0)
 		for _, line := range strings.Split(string(status), "\n") {
 			if v, ok := strings.CutPrefix(line, "Uid:"); ok {
 				if f := strings.Fields(v); len(f) > 0 {
-					uid, _ = strconv.Atoi(f[0])
+					uid, _ = strconv.ParseUint(f[0], 10, 32)
 				}
 			}
 		}
-		if uid != sandboxUID {
+		if !testUIDs.Contains(uint32(uid)) {
 			continue
 		}
 		cg, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
@@ -416,7 +412,7 @@ type faultServer struct {
 func startFaultServer(t *testing.T, d *privateDaemon, stateDir string) *faultServer {
 	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "sandbox.toml")
-	cfg := fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = 2\npull = \"never\"\n\n[languages.javascript]\ndisabled = true\n", stateDir)
+	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = 2\npull = \"never\"\n\n[languages.javascript]\ndisabled = true\n", stateDir), filepath.Join(d.dir, "uids"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -1010,7 +1006,7 @@ func TestFaultServerKilledMidCallThenNewServer(t *testing.T) {
 	d.assertNoLeftovers(t, stateDir)
 }
 
-// sandboxProcessesOf lists the processes of the sandbox uid in the cgroups
+// sandboxProcessesOf lists the processes of the sandboxes' uids in the cgroups
 // of the containers ids.
 func sandboxProcessesOf(d *privateDaemon, ids []string) []string {
 	return slices.DeleteFunc(sandboxProcesses(d.namespace), func(p string) bool {

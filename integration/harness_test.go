@@ -417,6 +417,9 @@ func (h *harness) teardown() error {
 	if h.dir == "" {
 		return errors.Join(errs...)
 	}
+	if held, err := heldUIDClaims(filepath.Join(h.dir, "uids")); err != nil || len(held) > 0 {
+		errs = append(errs, fmt.Errorf("uid claims still held at the end: %v (%v)", held, err))
+	}
 	killProcesses(func(args []string) bool { return isShim(args) && slices.Contains(args, h.address) })
 	ids := deleteRuncState(h.dir, h.namespace, h.ids)
 	errs = append(errs, unmountUnder(h.dir))

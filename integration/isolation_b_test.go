@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -159,7 +160,7 @@ func TestIsolationProcSysReadOnly(t *testing.T) {
 for p in `+pyList(paths)+`:
     # O_TRUNC: the read-only mount refuses before any permission check.
     check('truncate ' + p, lambda p=p: open(p, 'w').close())
-# Without O_TRUNC the sysctl's own permission check refuses uid 65534.
+# Without O_TRUNC the sysctl's own permission check refuses the sandbox's uid.
 check('write-only /proc/sys/kernel/hostname', lambda: os.close(os.open('/proc/sys/kernel/hostname', os.O_WRONLY)))
 out['sethostname'] = sys_(170, b'pwned', 5)
 out['core_pattern'] = open('/proc/sys/kernel/core_pattern').read().strip()
@@ -370,14 +371,21 @@ for argv in (['/usr/bin/su', '-c', 'id', 'root'], ['/usr/sbin/unix_chkpwd', 'roo
     p.kill()
     p.communicate()
     out[argv[0]] = seen
+out['uid'] = str(os.getuid())
 `+pyReport)
-	// Real, effective, saved and file-system ids: all nobody's.
-	const nobody = "Uid 65534 65534 65534 65534, Gid 65534 65534 65534 65534, CapEff 0000000000000000"
-	assertReport(t, probeReport(t, r), map[string]string{
+	report := probeReport(t, r)
+	uid, err := strconv.ParseUint(report["uid"], 10, 32)
+	if err != nil || !testUIDs.Contains(uint32(uid)) {
+		t.Fatalf("the run's uid: got %q; want one of %v", report["uid"], testUIDs)
+	}
+	// Real, effective, saved and file-system ids: all the run's own.
+	self := fmt.Sprintf("Uid %[1]d %[1]d %[1]d %[1]d, Gid %[1]d %[1]d %[1]d %[1]d, CapEff 0000000000000000", uid)
+	assertReport(t, report, map[string]string{
 		"setid binaries":        "/usr/bin/su /usr/sbin/unix_chkpwd",
 		"file capabilities":     "",
-		"/usr/bin/su":           nobody, // setuid root
-		"/usr/sbin/unix_chkpwd": nobody, // setgid shadow
+		"/usr/bin/su":           self, // setuid root
+		"/usr/sbin/unix_chkpwd": self, // setgid shadow
+		"uid":                   report["uid"],
 	})
 	afterCase(t, s, r)
 }
@@ -784,18 +792,24 @@ func checkPosture(t *testing.T, pid int, hostNS map[string]string) {
 	for k, want := range map[string]string{
 		"CapInh": "0000000000000000", "CapPrm": "0000000000000000", "CapEff": "0000000000000000",
 		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000",
-		"NoNewPrivs": "1", "Seccomp": "2",
-		"Uid": "65534 65534 65534 65534", "Gid": "65534 65534 65534 65534", "Groups": "",
+		"NoNewPrivs": "1", "Seccomp": "2", "Groups": "",
 	} {
 		if status[k] != want {
 			t.Errorf("pid %d (%s) %s: got %q; want %q", pid, status["Name"], k, status[k], want)
 		}
 	}
+	// Real, effective, saved and file-system ids: one uid of the range,
+	// and the gid of the same number.
+	ids := strings.Fields(status["Uid"] + " " + status["Gid"])
+	uid, err := strconv.ParseUint(ids[0], 10, 32)
+	if len(ids) != 8 || err != nil || !testUIDs.Contains(uint32(uid)) || strings.Count(strings.Join(ids, " "), ids[0]) != 8 {
+		t.Errorf("pid %d (%s) Uid %q Gid %q: want one uid of %v, eight times", pid, status["Name"], status["Uid"], status["Gid"], testUIDs)
+	}
 	for name, link := range namespacesOf(t, pid) {
 		switch {
 		case name == "user":
-			// Shared: user namespaces are not used (the host's uid 65534
-			// is the sandbox's).
+			// Shared: user namespaces are not used; each sandbox runs as
+			// a host uid of its own (see SECURITY.md).
 		case strings.HasPrefix(name, "time"):
 			// runc before 1.2 cannot make one; see SECURITY.md.
 		case link == hostNS[name]:

@@ -121,7 +121,7 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 	if concurrency == 0 {
 		concurrency = 4
 	}
-	cfg := fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n", stateDir, concurrency, spec.sandbox, spec.config)
+	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n", stateDir, concurrency, spec.sandbox, spec.config), testUIDLockDir())
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +137,9 @@ type mcpServer struct {
 	stderr *syncBuffer
 	// watch saw every task start of the server's life, a pool's included.
 	watch *startWatch
+	// stateDir is the server's state directory, which holds each run's
+	// program directory.
+	stateDir string
 }
 
 // startMCP starts the binary and initializes an MCP session with it. When
@@ -184,7 +187,7 @@ func startMCP(t *testing.T, spec serverSpec) *mcpServer {
 	if ir.ServerInfo.Name != "code-sandbox-mcp" {
 		t.Errorf("server name %q; want code-sandbox-mcp", ir.ServerInfo.Name)
 	}
-	return &mcpServer{c: c, stderr: stderr, watch: watch}
+	return &mcpServer{c: c, stderr: stderr, watch: watch, stateDir: stateDir}
 }
 
 // toolResult is a call's result, decoded.

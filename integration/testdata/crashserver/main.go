@@ -18,15 +18,22 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 5 {
-		fmt.Fprintln(os.Stderr, "usage: crashserver ADDRESS NAMESPACE STATE_DIR IMAGE")
+	if len(os.Args) != 7 {
+		fmt.Fprintln(os.Stderr, "usage: crashserver ADDRESS NAMESPACE STATE_DIR IMAGE UID_LOCK_DIR UID_RANGE")
+		os.Exit(2)
+	}
+	uids, err := config.ParseUIDRange(os.Args[6])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	ctx := context.Background()
 	e, err := exec.New(ctx, exec.Config{
-		Address:   os.Args[1],
-		Namespace: os.Args[2],
-		StateDir:  os.Args[3],
+		Address:    os.Args[1],
+		Namespace:  os.Args[2],
+		StateDir:   os.Args[3],
+		UIDLockDir: os.Args[5],
+		UIDs:       uids,
 		Languages: []config.Language{{
 			Name:    "python",
 			Image:   os.Args[4],
@@ -36,7 +43,8 @@ func main() {
 			Limits: config.Limits{
 				MemoryBytes: 128 << 20, CPUs: 1, Pids: 64, TmpBytes: 1 << 20, ShmBytes: 1 << 20,
 				FileBytes: 1 << 20, OpenFiles: 64, Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute,
-				OutputBytes: 1024, CodeBytes: 1024, UID: 65534, GID: 65534,
+				OutputBytes: 1024, CodeBytes: 1024,
+				PendingSignals: 64, MsgQueueBytes: 64 << 10, LockedBytes: 0, Ptys: 0,
 			},
 		}},
 	})

@@ -1,0 +1,360 @@
+package integration
+
+// The isolation suite, cases 28-32 of issue 11: budgets the kernel keeps
+// per user, or for the whole host, that one run must not be able to take
+// from another. In each case run A takes all it can of the resource and
+// holds it; while it does, run B, in a sandbox of its own, and a host
+// process of another uid must both still get it. Each case failed while
+// every sandbox ran as uid 65534: B (and the host's uid 65534) shared A's
+// budget.
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"code-sandbox-mcp/config"
+)
+
+// holdPrelude starts run A's program. take() is the case's own: it takes
+// the resource until the kernel refuses, and returns how many it got and
+// the errno that stopped it. A then leaves a marker in its /tmp, which
+// the host sees through /proc/PID/root, and holds what it took until the
+// test writes "release-TOKEN" into its program directory (or 60 s pass),
+// then prints "held N ERRNO". TOKEN is the case's own: a ready sandbox
+// whose directory got an earlier case's release does not end at once.
+const holdPrelude = `
+import ctypes, errno, os, signal, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+def err():
+    return errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+`
+
+const holdEnd = `
+n, e = take()
+open("/tmp/held-" + sys.argv[0].split("/")[-1] + "-TOKEN", "w").close()
+for _ in range(1200):
+    if os.path.exists("/sandbox/release-TOKEN"):
+        break
+    time.sleep(0.05)
+print("held", n, e, flush=True)
+`
+
+// exhaustion is one case: hold is A's take(), use is a program that uses
+// the resource once and prints "ok" or what went wrong, in a sandbox and
+// as a host process; held checks what A took.
+type exhaustion struct {
+	name string
+	hold string
+	use  string
+	// host runs use on the host as another uid; nil runs it in the
+	// unpacked python image (chroot, host namespaces).
+	host func(t *testing.T) string
+	held func(t *testing.T, n int, errno string)
+}
+
+func TestIsolationPerUserBudgets(t *testing.T) {
+	py, _ := config.Default().Language("python")
+	lim := py.Limits
+	inotifyMax := readInt(t, "/proc/sys/fs/inotify/max_user_instances")
+	cases := []exhaustion{
+		{
+			// Case 28: inotify instances, fs.inotify.max_user_instances
+			// per uid.
+			name: "inotify instances",
+			hold: `
+def take():
+    n = 0
+    while libc.inotify_init1(0) >= 0:
+        n += 1
+    return n, err()
+`,
+			use: `
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+fd = libc.inotify_init1(0)
+print("ok" if fd >= 0 else errno.errorcode[ctypes.get_errno()])
+`,
+			held: func(t *testing.T, n int, e string) {
+				if n != inotifyMax || e != "EMFILE" {
+					t.Errorf("A took %d inotify instances, stopped by %s; want all %d of its uid's, then EMFILE", n, e, inotifyMax)
+				}
+			},
+		},
+		{
+			// Case 29: queued signals, RLIMIT_SIGPENDING against a count
+			// per uid.
+			name: "queued signals",
+			hold: `
+class sigval(ctypes.Union):
+    _fields_ = [("sival_int", ctypes.c_int), ("sival_ptr", ctypes.c_void_p)]
+def take():
+    sig = signal.SIGRTMIN
+    signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
+    n = 0
+    while libc.sigqueue(os.getpid(), sig, sigval(n)) == 0:
+        n += 1
+    return n, err()
+`,
+			use: `
+import ctypes, errno, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+class sigval(ctypes.Union):
+    _fields_ = [("sival_int", ctypes.c_int), ("sival_ptr", ctypes.c_void_p)]
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGRTMIN})
+timer = ctypes.c_void_p()
+if libc.sigqueue(os.getpid(), signal.SIGRTMIN, sigval(1)) != 0:
+    print("sigqueue", errno.errorcode[ctypes.get_errno()])
+elif libc.timer_create(1, None, ctypes.byref(timer)) != 0:
+    print("timer_create", errno.errorcode[ctypes.get_errno()])
+else:
+    print("ok")
+`,
+			held: func(t *testing.T, n int, e string) {
+				if uint64(n) != lim.PendingSignals || e != "EAGAIN" {
+					t.Errorf("A queued %d signals, stopped by %s; want pending_signals (%d), then EAGAIN", n, e, lim.PendingSignals)
+				}
+			},
+		},
+		{
+			// Case 30: POSIX message queues, RLIMIT_MSGQUEUE against a
+			// count per uid, although each run has its own IPC namespace.
+			name: "message queues",
+			hold: `
+libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+def take():
+    n = 0
+    while libc.mq_open(b"/q%d" % n, os.O_CREAT | os.O_RDWR, 0o600, None) >= 0:
+        n += 1
+    return n, err()
+`,
+			use: `
+import ctypes, errno, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mq_open.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_uint, ctypes.c_void_p]
+name = b"/csm-check-%d" % os.getpid()
+fd = libc.mq_open(name, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600, None)
+if fd < 0:
+    print(errno.errorcode[ctypes.get_errno()])
+else:
+    libc.mq_unlink(name)
+    print("ok")
+`,
+			held: func(t *testing.T, n int, e string) {
+				// A queue of the default 10 messages of 8 KiB takes
+				// about 80 KiB of the budget.
+				if n < 1 || int64(n)*80<<10 > lim.MsgQueueBytes || e != "EMFILE" {
+					t.Errorf("A made %d message queues, stopped by %s; want what msgqueue_size (%d bytes) allows, then EMFILE", n, e, lim.MsgQueueBytes)
+				}
+			},
+		},
+		{
+			// Case 31: pipe buffers, fs.pipe-user-pages-soft per uid:
+			// over it, a uid's new pipes get 8 KiB instead of 64 KiB.
+			name: "pipe buffers",
+			hold: `
+import fcntl
+def take():
+    n = 0
+    while n < 200:
+        r, w = os.pipe()
+        try:
+            fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, 1 << 20)
+        except OSError as e:
+            return n, errno.errorcode[e.errno]
+        n += 1
+    return n, "none"
+`,
+			use: `
+import fcntl, os
+r, w = os.pipe()
+size = fcntl.fcntl(w, fcntl.F_GETPIPE_SZ)
+print("ok" if size == 65536 else "pipe of %d bytes" % size)
+`,
+			held: func(t *testing.T, n int, e string) {
+				if n < 8 || e != "EPERM" {
+					t.Errorf("A grew %d pipes to 1 MiB, stopped by %s; want its uid's soft limit reached (EPERM)", n, e)
+				}
+			},
+		},
+		{
+			// Case 32: ptys, kernel.pty.max for the whole host (less the
+			// host's own reserve). A's devpts is capped; before the cap A
+			// took every pty from several processes, nofile being 1024.
+			name: "ptys",
+			hold: `
+def take_here():
+    fds = []
+    while True:
+        try:
+            fds.append(os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY))
+        except OSError as e:
+            return fds, errno.errorcode[e.errno]
+def take():
+    # Each child takes what its open files allow, reports, and holds
+    # them until the sandbox ends; the next one goes on.
+    n, e = 0, "none"
+    for _ in range(6):
+        r, w = os.pipe()
+        if os.fork() == 0:
+            fds, e2 = take_here()
+            os.write(w, b"%d %s\n" % (len(fds), e2.encode()))
+            while True:
+                time.sleep(60)
+        os.close(w)
+        k, e = os.read(r, 100).decode().split()
+        os.close(r)
+        n += int(k)
+        if e != "EMFILE":
+            break
+    return n, e
+`,
+			use: `
+import errno, os
+try:
+    os.open("/dev/ptmx", os.O_RDWR | os.O_NOCTTY)
+    print("ok")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+`,
+			// The image's root holds no /dev: the host's own shell opens
+			// the host's /dev/ptmx.
+			host: func(t *testing.T) string {
+				return hostRun(t, "", "/bin/sh", "-c", `exec 3<>/dev/ptmx && echo ok`)
+			},
+			held: func(t *testing.T, n int, e string) {
+				if n != lim.Ptys || e != "ENOSPC" {
+					t.Errorf("A opened %d ptys, stopped by %s; want its cap of %d, then ENOSPC", n, e, lim.Ptys)
+				}
+			},
+		},
+	}
+
+	s := startMCP(t, serverSpec{concurrency: 4})
+	root, _ := unpackedImage(t, pythonImage)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			token := randomToken(t)
+			a := startCall(t, s, "run_python_code", holdPrelude+tc.hold+strings.ReplaceAll(holdEnd, "TOKEN", token))
+			if !waitFor(30*time.Second, func() bool { return heldMarker(token) }) {
+				releaseRuns(t, s.stateDir, token)
+				r := <-a
+				t.Fatalf("run A never held the resource: %q", r.text)
+			}
+
+			b := s.call(testContext(t), t, "run_python_code", code(tc.use))
+			var host string
+			if tc.host != nil {
+				host = tc.host(t)
+			} else {
+				host = hostRun(t, root, "/usr/bin/python3", "-c", tc.use)
+			}
+
+			releaseRuns(t, s.stateDir, token)
+			r := <-a
+			if strings.TrimSpace(b.out.Stdout) != "ok" {
+				t.Errorf("run B, while A held the resource: got %q (stderr %q); want ok", b.out.Stdout, b.out.Stderr)
+			}
+			if host != "ok" {
+				t.Errorf("a host process of uid 65534, while A held the resource: got %q; want ok", host)
+			}
+			var n int
+			var e string
+			if _, err := fmt.Sscanf(r.out.Stdout, "held %d %s", &n, &e); err != nil {
+				t.Fatalf("run A: got %q (stderr %q); want \"held N ERRNO\"", r.out.Stdout, r.out.Stderr)
+			}
+			tc.held(t, n, e)
+		})
+	}
+	afterCase(t, s)
+}
+
+// startCall makes a call to tool with src in the background; the channel
+// gets its result.
+func startCall(t *testing.T, s *mcpServer, tool, src string) <-chan toolResult {
+	t.Helper()
+	ch := make(chan toolResult, 1)
+	ctx := testContext(t)
+	go func() {
+		var r toolResult
+		res, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: code(src)}})
+		if err == nil {
+			r, err = parseResult(res)
+		}
+		if err != nil {
+			r.text = "call failed: " + err.Error()
+		}
+		ch <- r
+	}()
+	return ch
+}
+
+// heldMarker reports whether a process on the host has the file
+// /tmp/held-main.py-TOKEN in its root.
+func heldMarker(token string) bool {
+	matches, _ := filepath.Glob("/proc/[0-9]*/root/tmp/held-*-" + token)
+	return len(matches) > 0
+}
+
+// releaseRuns writes "release-TOKEN" into every run's program directory
+// under stateDir, where a holding run looks for it in /sandbox.
+func releaseRuns(t *testing.T, stateDir, token string) {
+	t.Helper()
+	dirs, _ := filepath.Glob(filepath.Join(stateDir, "*", "code"))
+	for _, d := range dirs {
+		os.WriteFile(filepath.Join(d, "release-"+token), nil, 0o444)
+	}
+}
+
+// hostRun runs argv on the host, in root if not empty (chroot), as uid
+// and gid 65534 with the host's namespaces, and returns its trimmed
+// standard output, or what went wrong.
+func hostRun(t *testing.T, root string, argv ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := osexec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Sprintf("%v: %s", err, stderr.String())
+	}
+	return strings.TrimSpace(stdout.String())
+}
+
+func readInt(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func randomToken(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
