@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
 	"code-sandbox-mcp/config"
@@ -163,4 +166,46 @@ func TestModernRequestNeedsNoInitialize(t *testing.T) {
 	c := rawConnect(t, newServer(t, config.Default().Enabled(), noRun(t)))
 	wantResult(t, c.call(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{`+
 		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`), "1")
+}
+
+// mcp-go's client, unless told a version, probes with server/discover of
+// protocol 2026-07-28 before any initialize; it connects and lists the
+// tools.
+func TestDiscoveringClientConnects(t *testing.T) {
+	s := newServer(t, config.Default().Enabled(), noRun(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	clientRead, serverWrite := io.Pipe()
+	serverRead, clientWrite := io.Pipe()
+	stdio := server.NewStdioServer(s)
+	stdio.SetErrorLogger(log.New(testWriter{t}, "server: ", 0))
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		stdio.Listen(ctx, serverRead, serverWrite)
+	}()
+	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))
+	t.Cleanup(func() {
+		c.Close()
+		cancel()
+		serverWrite.Close()
+		serverRead.Close()
+		<-served
+	})
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Initialize(ctx, mcp.InitializeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ProtocolVersion != mcp.ProtocolVersion20260728 {
+		t.Errorf("protocol %s; want %s, reached without initialize", res.ProtocolVersion, mcp.ProtocolVersion20260728)
+	}
+	tools, err := c.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tools.Tools) != 2 {
+		t.Errorf("%d tools; want 2", len(tools.Tools))
+	}
 }
