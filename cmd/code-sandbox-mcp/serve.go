@@ -117,7 +117,9 @@ func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Rea
 	return serveWith(ctx, cfg, connect(execConfig(cfg, env, logger), logger), stdin, stdout, logger)
 }
 
-// serveWith is serve with the executor made by newExecutor.
+// serveWith is serve with the executor made by newExecutor. Requests
+// whose id MCP does not allow are answered by screenIDs and never reach
+// mcp-go.
 func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
 	lx := &lazyExecutor{newExecutor: newExecutor}
 	s, err := mcpserver.New(ctx, mcpserver.Options{Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg)}, cfg.Enabled(), lx.Run)
@@ -151,7 +153,9 @@ func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorF
 	server.WithWorkerPoolSize(stdioWorkers)(stdio)
 	server.WithQueueSize(10 * stdioWorkers)(stdio)
 
-	err = stdio.Listen(ctx, stdin, stdout)
+	in, out, stopScreen := screenIDs(stdin, stdout)
+	err = stdio.Listen(ctx, in, out)
+	stopScreen()
 	if ctx.Err() != nil {
 		logger.Info("shutting down", "reason", context.Cause(ctx))
 		return nil

@@ -52,7 +52,9 @@ type Options struct {
 // about a language's sandbox is read from the OCI spec its limits
 // generate; an error means a language's spec cannot be generated. opts
 // are applied after the server's own options, so a caller can override
-// them.
+// them. A session's requests other than initialize and ping are refused
+// until its initialize has succeeded (see handshake); hooks a caller
+// passes in opts are kept, and that check is added to them.
 func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, opts ...server.ServerOption) (*server.MCPServer, error) {
 	sandboxes := make([]sandbox, len(langs))
 	for i, l := range langs {
@@ -70,6 +72,12 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		server.WithInstructions(instructions(sandboxes)),
 	}, opts...)
 	s := server.NewMCPServer(serverName, o.Version, opts...)
+	hooks := s.GetHooks()
+	if hooks == nil {
+		hooks = &server.Hooks{}
+		server.WithHooks(hooks)(s)
+	}
+	new(handshake).addTo(hooks)
 	for i, l := range langs {
 		s.AddTool(newTool(l, sandboxes[i]), toolHandler(l.Name, l.Limits, run, o))
 	}
