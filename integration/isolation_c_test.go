@@ -1,12 +1,14 @@
 package integration
 
-// The isolation suite, cases 28-32 of issue 11: budgets the kernel keeps
+// The isolation suite, cases 28-33 of issue 11: budgets the kernel keeps
 // per user, or for the whole host, that one run must not be able to take
 // from another. In each case run A takes all it can of the resource and
 // holds it; while it does, run B, in a sandbox of its own, and a host
-// process of another uid must both still get it. Each case failed while
+// process of another uid must both still get it. Cases 28-32 failed while
 // every sandbox ran as uid 65534: B (and the host's uid 65534) shared A's
-// budget.
+// budget. Case 33 failed while io_setup was allowed: A took the host's
+// whole fs.aio-max-nr, and the host process got EAGAIN; now no sandbox
+// gets an AIO context.
 
 import (
 	"bytes"
@@ -59,6 +61,8 @@ type exhaustion struct {
 	name string
 	hold string
 	use  string
+	// inSandbox is what use must print in run B: "" for "ok".
+	inSandbox string
 	// host runs use on the host as another uid; nil runs it in the
 	// unpacked python image (chroot, host namespaces).
 	host func(t *testing.T) string
@@ -240,6 +244,42 @@ except OSError as e:
 				}
 			},
 		},
+		{
+			// Case 33: Linux native AIO contexts, fs.aio-max-nr for the
+			// whole host: one io_setup of 65536 events took all of it.
+			// No sandbox gets any now; the host keeps its budget.
+			name: "aio contexts",
+			hold: `
+libc.syscall.restype = ctypes.c_long
+def take():
+    n = 0
+    for size in (65536, 4096, 256, 16, 1):
+        while True:
+            ctx = ctypes.c_ulong(0)
+            if libc.syscall(206, ctypes.c_long(size), ctypes.byref(ctx)) != 0:
+                e = err()
+                break
+            n += size
+    return n, e
+`,
+			use: `
+import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+ctx = ctypes.c_ulong(0)
+if libc.syscall(206, ctypes.c_long(1), ctypes.byref(ctx)) != 0:
+    print(errno.errorcode[ctypes.get_errno()])
+else:
+    libc.syscall(207, ctx)
+    print("ok")
+`,
+			inSandbox: "EPERM",
+			held: func(t *testing.T, n int, e string) {
+				if n != 0 || e != "EPERM" {
+					t.Errorf("A took %d AIO events, stopped by %s; want none: io_setup refused (EPERM)", n, e)
+				}
+			},
+		},
 	}
 
 	s := startMCP(t, serverSpec{concurrency: 4})
@@ -264,8 +304,12 @@ except OSError as e:
 
 			releaseRuns(t, s.stateDir, token)
 			r := <-a
-			if strings.TrimSpace(b.out.Stdout) != "ok" {
-				t.Errorf("run B, while A held the resource: got %q (stderr %q); want ok", b.out.Stdout, b.out.Stderr)
+			want := tc.inSandbox
+			if want == "" {
+				want = "ok"
+			}
+			if strings.TrimSpace(b.out.Stdout) != want {
+				t.Errorf("run B, while A held the resource: got %q (stderr %q); want %s", b.out.Stdout, b.out.Stderr, want)
 			}
 			if host != "ok" {
 				t.Errorf("a host process of uid 65534, while A held the resource: got %q; want ok", host)

@@ -68,8 +68,14 @@ var extraMaskedPaths = []string{
 
 // deniedSyscalls are refused on top of containerd's default profile, which
 // allows them: a sandboxed program has no use for debugging other
-// processes, and each has a history of kernel bugs.
-var deniedSyscalls = []string{"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality", "memfd_secret"}
+// processes, and each has a history of kernel bugs. Linux native AIO
+// (io_setup and the calls that use its contexts) draws on fs.aio-max-nr,
+// a budget of the whole host that one io_setup call can take; Python and
+// Node.js do not use it (glibc's aio_* and libuv use threads).
+var deniedSyscalls = []string{
+	"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality", "memfd_secret",
+	"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents",
+}
 
 // SpecOpts returns the options that build the spec of a run on top of
 // containerd's default spec, in the order they must be applied: the capability drop comes before seccomp, because

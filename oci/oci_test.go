@@ -259,7 +259,8 @@ func TestSpecSeccomp(t *testing.T) {
 	// argument conditions counts as allowing: none of these may have one.
 	// containerd's profile allows personality for a few arguments; we
 	// deny it whatever they are.
-	for _, name := range []string{"mount", "umount2", "unshare", "setns", "ptrace", "bpf", "perf_event_open", "kexec_load", "keyctl", "add_key", "io_uring_setup", "pivot_root", "chroot", "reboot", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality", "memfd_secret"} {
+	for _, name := range []string{"mount", "umount2", "unshare", "setns", "ptrace", "bpf", "perf_event_open", "kexec_load", "keyctl", "add_key", "io_uring_setup", "pivot_root", "chroot", "reboot", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality", "memfd_secret",
+		"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents"} {
 		if allowed[name] {
 			t.Errorf("seccomp allows %s; want it denied", name)
 		}
@@ -271,7 +272,8 @@ func TestSpecSeccomp(t *testing.T) {
 // containerd's default profile does not allow userfaultfd at all, so
 // TestSpecSeccomp cannot tell whether we deny it.
 func TestSyscallsDenied(t *testing.T) {
-	denied := []string{"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality", "memfd_secret"}
+	denied := []string{"ptrace", "process_vm_readv", "process_vm_writev", "userfaultfd", "personality", "memfd_secret",
+		"io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents", "io_pgetevents"}
 	s := &ctroci.Spec{Linux: &specs.Linux{Seccomp: &specs.LinuxSeccomp{
 		DefaultAction: specs.ActErrno,
 		Syscalls: []specs.LinuxSyscall{
