@@ -794,3 +794,84 @@ print(code.split("/")[-2], sorted(found))
 	}
 	waitPooled()
 }
+
+// Two servers on one host with the same uid range and claims directory
+// (here two executors; TestOrphansOfAKilledServerAreSweptAtTheNextStart
+// has one in a process of its own) never give one uid to two live
+// sandboxes, ready ones included: a range of four uids fills both pools
+// of two, each sandbox with a uid of its own, and each sandbox's
+// process runs as the uid of its spec.
+func TestLiveSandboxesNeverShareAUid(t *testing.T) {
+	uids := config.UIDRange{First: testUIDs.Last + 20, Last: testUIDs.Last + 23}
+	edit := func(c *exec.Config) {
+		c.UIDs = uids
+		for i := range c.Languages {
+			c.Languages[i].Pool = 0
+			if c.Languages[i].Name == "python" {
+				c.Languages[i].Pool = 2
+			}
+		}
+	}
+	newExecutor(t, edit)
+	// The second is closed first (cleanups run last-in first-out), before
+	// the first's check that nothing is left in the namespace.
+	cfg := exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: newStateDir(t), Languages: testLanguages(), UIDLockDir: testUIDLockDir()}
+	edit(&cfg)
+	ctx := testContext(t)
+	second, err := exec.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := second.Close(); err != nil {
+			t.Errorf("close the second executor: %v", err)
+		}
+	})
+	if err := second.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var got map[uint32]string
+	full := waitFor(30*time.Second, func() bool {
+		got = map[uint32]string{}
+		ts, err := sandboxTasks(ctx)
+		if err != nil || len(ts.stub) != 4 {
+			return false
+		}
+		for _, id := range ts.stub {
+			c, err := testClient.LoadContainer(ctx, id)
+			if err != nil {
+				return false
+			}
+			spec, err := c.Spec(ctx)
+			if err != nil {
+				return false
+			}
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				return false
+			}
+			status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", task.Pid()))
+			if err != nil {
+				return false
+			}
+			uid := spec.Process.User.UID
+			want := fmt.Sprintf("Uid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d\nGid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d\n", uid)
+			if !strings.Contains(string(status), want) || spec.Process.User.GID != uid {
+				t.Errorf("sandbox %s: spec %d:%d; process status does not hold %q", id, uid, spec.Process.User.GID, want)
+			}
+			got[uid] = id
+		}
+		return true
+	})
+	if !full {
+		t.Fatalf("the two pools never held four ready sandboxes (uids seen: %v)", got)
+	}
+	if len(got) != 4 {
+		t.Errorf("four ready sandboxes of two executors run as %v; want four distinct uids of %v", got, uids)
+	}
+	for uid := range got {
+		if !uids.Contains(uid) {
+			t.Errorf("uid %d: want one of %v", uid, uids)
+		}
+	}
+}
