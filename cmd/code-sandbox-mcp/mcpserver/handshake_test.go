@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 
@@ -173,27 +171,7 @@ func TestModernRequestNeedsNoInitialize(t *testing.T) {
 // tools.
 func TestDiscoveringClientConnects(t *testing.T) {
 	s := newServer(t, config.Default().Enabled(), noRun(t))
-	ctx, cancel := context.WithCancel(t.Context())
-	clientRead, serverWrite := io.Pipe()
-	serverRead, clientWrite := io.Pipe()
-	stdio := server.NewStdioServer(s)
-	stdio.SetErrorLogger(log.New(testWriter{t}, "server: ", 0))
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		stdio.Listen(ctx, serverRead, serverWrite)
-	}()
-	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))
-	t.Cleanup(func() {
-		c.Close()
-		cancel()
-		serverWrite.Close()
-		serverRead.Close()
-		<-served
-	})
-	if err := c.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
+	c, ctx := start(t, s, nil)
 	res, err := c.Initialize(ctx, mcp.InitializeRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -31,12 +31,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
-// connect serves s over in-memory stdio pipes, as the binary serves it over
-// its own stdin and stdout, and returns an initialized mcp-go client of it.
-// The session speaks the newest protocol version that clients deployed
-// today speak. If wire is not nil, it gets a copy of every byte the server
-// writes. Everything is closed when the test ends.
-func connect(t *testing.T, s *server.MCPServer, wire io.Writer) *client.Client {
+// start serves s over in-memory stdio pipes and returns a started mcp-go
+// client of it, not yet initialized, with a context that ends with the
+// test. If wire is not nil, it gets a copy of every byte the server
+// writes.
+func start(t *testing.T, s *server.MCPServer, wire io.Writer) (*client.Client, context.Context) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	clientRead, serverWrite := io.Pipe()
@@ -63,6 +62,17 @@ func connect(t *testing.T, s *server.MCPServer, wire io.Writer) *client.Client {
 	if err := c.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	return c, ctx
+}
+
+// connect serves s over in-memory stdio pipes, as the binary serves it over
+// its own stdin and stdout, and returns an initialized mcp-go client of it.
+// The session speaks the newest protocol version that clients deployed
+// today speak. If wire is not nil, it gets a copy of every byte the server
+// writes. Everything is closed when the test ends.
+func connect(t *testing.T, s *server.MCPServer, wire io.Writer) *client.Client {
+	t.Helper()
+	c, ctx := start(t, s, wire)
 	var init mcp.InitializeRequest
 	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: t.Name(), Version: "test"}
