@@ -1,9 +1,8 @@
 package main
 
 import (
-	"code-sandbox-mcp/exec"
-
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
 )
 
 // envMap is a lookupFunc over a map.
@@ -21,6 +21,21 @@ func envMap(m map[string]string) lookupFunc {
 		v, ok := m[k]
 		return v, ok
 	}
+}
+
+// tempDirsEnv is an environment whose configuration puts the state and
+// uid claims directories under the test's own temporary directory: a
+// command that gets as far as exec.New creates them, and must not create
+// the host's defaults.
+func tempDirsEnv(t *testing.T) lookupFunc {
+	t.Helper()
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "sandbox.toml")
+	toml := fmt.Sprintf("[sandbox]\nstate_dir = %q\nuid_lock_dir = %q\n", filepath.Join(dir, "state"), filepath.Join(dir, "uids"))
+	if err := os.WriteFile(cfg, []byte(toml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return envMap(map[string]string{"CODE_SANDBOX_CONFIG": cfg})
 }
 
 func parseGlobals(t *testing.T, args ...string) (globals, []string) {
@@ -177,7 +192,7 @@ func TestRealMainUsage(t *testing.T) {
 		{[]string{"run", "--address", "/nonexistent/containerd.sock", "--language", "python", "--code", "x"}, exitSandbox, "", "/nonexistent/containerd.sock"},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, envMap(nil))
+		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, tempDirsEnv(t))
 		if code != tc.code || stdout.String() != tc.stdout || !strings.Contains(stderr.String(), tc.stderrPart) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderrPart)
 		}
@@ -207,7 +222,7 @@ func TestGlobalFlagsWhereUsageSays(t *testing.T) {
 		{[]string{"serve", "--address", sock}, false},
 	} {
 		var stdout, stderr bytes.Buffer
-		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, envMap(nil))
+		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, tempDirsEnv(t))
 		// A refused flag is a usage error, an undefined flag of the
 		// verb, or taken for the verb; an accepted one is dialled.
 		refused := code == exitUsage || strings.Contains(stderr.String(), "flag provided but not defined") || strings.Contains(stderr.String(), "unknown verb")
