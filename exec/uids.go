@@ -294,3 +294,35 @@ func eachLine(path string, fn func(fields []string)) error {
 	}
 	return sc.Err()
 }
+
+// UIDStatus checks range r as a server would at its start (clear of the
+// host's accounts and subordinate ranges, its claims directory usable),
+// and counts the uids of r that live sandboxes hold in dir now, this
+// host's servers and commands together.
+func UIDStatus(r config.UIDRange, dir string) (held int, err error) {
+	if err := checkHostIDs(r, "/etc"); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, fmt.Errorf("create the uid claims directory: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("read the uid claims directory: %w", err)
+	}
+	for _, e := range entries {
+		id, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil || !r.Contains(uint32(id)) {
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB) == unix.EWOULDBLOCK {
+			held++
+		}
+		f.Close()
+	}
+	return held, nil
+}

@@ -175,3 +175,36 @@ func TestHardLimitsKnowEveryRlimitOfTheSpec(t *testing.T) {
 		}
 	}
 }
+
+func TestUIDStatusCountsLiveClaims(t *testing.T) {
+	dir := t.TempDir()
+	u := newTestUIDs(t, testRange, dir)
+	held, err := UIDStatus(testRange, dir)
+	if err != nil || held != 0 {
+		t.Fatalf("no claims: got %d, %v; want 0", held, err)
+	}
+	a, err := u.claim("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.claim("b"); err != nil {
+		t.Fatal(err)
+	}
+	// A claim its holder left behind is not held.
+	for uid := testRange.First; uid <= testRange.Last; uid++ {
+		f := filepath.Join(dir, strconv.Itoa(int(uid)))
+		if _, err := os.Stat(f); os.IsNotExist(err) {
+			os.WriteFile(f, []byte("pid 1 run gone\n"), 0o600)
+		}
+	}
+	if held, err := UIDStatus(testRange, dir); err != nil || held != 2 {
+		t.Errorf("two claims: got %d, %v; want 2", held, err)
+	}
+	u.release(a)
+	if held, err := UIDStatus(testRange, dir); err != nil || held != 1 {
+		t.Errorf("after a release: got %d, %v; want 1", held, err)
+	}
+	if _, err := UIDStatus(config.UIDRange{First: 1, Last: 10}, dir); err == nil {
+		t.Error("range 1-10: got no error; want it refused for the host's system accounts")
+	}
+}

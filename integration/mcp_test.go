@@ -804,7 +804,7 @@ func TestDoctor(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
 	out := stdout.String()
-	for _, want := range []string{"OK    containerd socket", "OK    containerd version", "OK    image python", "OK    image javascript", "OK    hello world python", "OK    hello world javascript"} {
+	for _, want := range []string{"OK    sandbox uids: " + testUIDs.String(), "OK    containerd socket", "OK    containerd version", "OK    image python", "OK    image javascript", "OK    hello world python", "OK    hello world javascript"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output has no %q:\n%s\nstderr:\n%s", want, out, stderr.String())
 		}

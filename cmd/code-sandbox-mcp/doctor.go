@@ -50,6 +50,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 	checkRuntime(c, cfg)
 	checkCgroups(c)
 	checkSeccomp(c)
+	checkUIDs(c, cfg)
 
 	client, err := exec.Dial(ctx, addr, ns)
 	if err != nil {
@@ -214,6 +215,18 @@ func checkCgroups(c *checker) {
 		swap = "; no swap accounting (add swapaccount=1 to the kernel command line to cap swap)"
 	}
 	c.ok("cgroups", "v1, controllers memory, cpu, pids"+swap)
+}
+
+// checkUIDs checks the sandboxes' uid range and says how much of it live
+// sandboxes hold.
+func checkUIDs(c *checker, cfg *config.Config) {
+	r, dir := cfg.UIDs(), cfg.Sandbox.UIDLockDir
+	held, err := exec.UIDStatus(r, dir)
+	if err != nil {
+		c.fail("sandbox uids", err.Error(), "set [limits] uid_range to host uids that no account, group or subordinate range uses")
+		return
+	}
+	c.ok("sandbox uids", fmt.Sprintf("%s, %d uids, clear of the host's accounts; %d held by live sandboxes (claims in %s)", r, r.Size(), held, dir))
 }
 
 // checkSeccomp reports whether the kernel supports seccomp filters.
