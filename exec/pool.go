@@ -205,7 +205,9 @@ func (p *pool) create(ctx context.Context) (*sandbox, error) {
 	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.MaxTimeout + cleanupGrace)
 	if p.ahead.Load() {
 		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, true)
-		if err == nil || ctx.Err() != nil {
+		// No free uid is no fault of the stub: a sandbox without it
+		// would not get one either.
+		if err == nil || ctx.Err() != nil || errors.Is(err, errNoUID) {
 			return s, err
 		}
 		// Perhaps the image has no /bin/sh, perhaps the daemon was slow:
