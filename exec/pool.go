@@ -207,7 +207,7 @@ func (p *pool) create(ctx context.Context) (*sandbox, error) {
 		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, true)
 		// No free uid is no fault of the stub: a sandbox without it
 		// would not get one either.
-		if err == nil || ctx.Err() != nil || errors.Is(err, errNoUID) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, ErrNoUID) {
 			return s, err
 		}
 		// Perhaps the image has no /bin/sh, perhaps the daemon was slow:

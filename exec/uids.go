@@ -78,9 +78,10 @@ func newUIDs(r config.UIDRange, dir, me string) (*uids, error) {
 // errClaimed is lock's answer for a uid another live claimant holds.
 var errClaimed = errors.New("uid claimed")
 
-// errNoUID is claim's error when no uid of the range is free; it is an
-// errdefs.ErrResourceExhausted.
-var errNoUID = fmt.Errorf("no free uid: %w", errdefs.ErrResourceExhausted)
+// ErrNoUID marks the error of a run that found no free uid in the range:
+// more sandboxes live at once than [limits] uid_range holds, or its uids
+// used by host processes. It is an errdefs.ErrResourceExhausted.
+var ErrNoUID = fmt.Errorf("no free uid: %w", errdefs.ErrResourceExhausted)
 
 // claim returns a uid no live sandbox holds and claims it for the
 // sandbox called holder, until release.
@@ -118,7 +119,7 @@ func (u *uids) claim(holder string) (uint32, error) {
 		u.next = (off + 1) % size
 		return uid, nil
 	}
-	return 0, fmt.Errorf("every uid of uid_range %s is held by a live sandbox or a host process (%d are this server's): widen [limits] uid_range: %w", u.r, len(u.held), errNoUID)
+	return 0, fmt.Errorf("every uid of uid_range %s is held by a live sandbox or a host process (%d are this server's): widen [limits] uid_range: %w", u.r, len(u.held), ErrNoUID)
 }
 
 // lock opens and locks uid's claim file. stale is true if the file holds

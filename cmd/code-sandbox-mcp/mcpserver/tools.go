@@ -217,6 +217,9 @@ func sandboxErrorText(ctx context.Context, lang string, err error, o Options) st
 	case errdefs.IsNotFound(err):
 		return fmt.Sprintf("The %s sandbox image is missing, so nothing was run: %v. This is a set-up problem of the server, not of your code, and retrying will not help until the image is there: %s",
 			lang, err, ask("import it", o.ImportHint))
+	case errors.Is(err, exec.ErrNoUID):
+		return fmt.Sprintf("Every sandbox is in use, so nothing was run: %v. This is not a problem of your code: retry once other calls have ended; if it persists, %s",
+			err, "ask the user to widen [limits] uid_range.")
 	case errdefs.IsResourceExhausted(err):
 		return fmt.Sprintf("The server has no room for the %s program, so nothing was run: %v. A shorter program may fit; otherwise %s",
 			lang, err, "ask the user to free space where the server keeps its run directories (sandbox.state_dir).")

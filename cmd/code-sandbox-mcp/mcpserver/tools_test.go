@@ -145,6 +145,8 @@ func TestToolCallSandboxErrors(t *testing.T) {
 			[]string{"did not answer", "restarting", "retry in a moment", testOptions.DoctorHint}, []string{"will not help"}},
 		{"disk full", fmt.Errorf("write the program (14 bytes) to state directory /s, which has 0 bytes free: %w", errdefs.ErrResourceExhausted),
 			[]string{"no room", "0 bytes free", "state_dir"}, []string{"set up wrongly", "will not help"}},
+		{"no uid", fmt.Errorf("every uid of uid_range 1-2 is held: widen [limits] uid_range: %w", exec.ErrNoUID),
+			[]string{"Every sandbox is in use", "not a problem of your code", "retry once", "uid_range"}, []string{"no room", "state_dir", "will not help"}},
 		{"deadline", fmt.Errorf("create task: %w", context.DeadlineExceeded),
 			[]string{"create task", "not a problem of your code", "retrying may help"}, []string{"doctor", "will not help"}},
 		{"other", errors.New("shim died"),
