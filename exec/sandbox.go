@@ -41,6 +41,7 @@ type sandbox struct {
 	oom       <-chan struct{}
 	stopOOM   func()
 	exit      *exitInfo // how the kernel says its process ended
+	memCgroup string    // host directory of its memory cgroup; "" if unknown
 
 	// start is the stub's standard input when the task was started ahead;
 	// nil when Start runs the program.
@@ -103,6 +104,9 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	// The task's process is the program's, from the stub or runc's init
 	// to the interpreter: the same pid.
 	s.exit = e.exits.track(s.task.Pid())
+	// Its memory cgroup counts the OOM killer's kills for explain, which
+	// reads it while the cgroup still exists.
+	s.memCgroup = memoryCgroup(s.task.Pid())
 	// The exit channel must outlive this function's context.
 	if s.exited, err = s.task.Wait(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("wait for task: %w", err)
@@ -274,7 +278,8 @@ wait:
 
 // explain sets what killed a run that ended with status code, from what
 // is known for sure: our own kill at the timeout, the kernel's word on how
-// the process ended, and the memory cgroup's OOM event. A status of 128+N
+// the process ended, and the memory cgroup's OOM event or its count of OOM
+// kills. A status of 128+N
 // is a program's own exit status unless one of them says a signal ended
 // it.
 func (s *sandbox) explain(res *Result, code uint32) {
@@ -298,7 +303,9 @@ func (s *sandbox) explain(res *Result, code uint32) {
 			t.Stop()
 		}
 	}
-	if isClosed(s.oom) {
+	// The OOM event may come late, or not at all from a shim that goes
+	// away first; the cgroup's own count of OOM kills says for sure.
+	if n, ok := oomKills(s.memCgroup); isClosed(s.oom) || ok && n > 0 {
 		res.OOMKilled = true
 		res.Signal = signalName(syscall.SIGKILL)
 		res.SignalUnknown = false
