@@ -305,11 +305,18 @@ func (s *sandbox) explain(res *Result, code uint32) {
 	}
 	// The OOM event may come late, or not at all from a shim that goes
 	// away first; the cgroup's own count of OOM kills says for sure.
-	if n, ok := oomKills(s.memCgroup); isClosed(s.oom) || ok && n > 0 {
+	if isClosed(s.oom) || s.oomCounted() {
 		res.OOMKilled = true
 		res.Signal = signalName(syscall.SIGKILL)
 		res.SignalUnknown = false
 	}
+}
+
+// oomCounted reports whether the sandbox's memory cgroup counted an OOM
+// kill.
+func (s *sandbox) oomCounted() bool {
+	n, ok := oomKills(s.memCgroup)
+	return ok && n > 0
 }
 
 // startTask starts a task created and not started, boundedly.
