@@ -122,6 +122,13 @@ func TestSweepKeepsAnotherNamespacesRunDirectories(t *testing.T) {
 	stateDir := newStateDir(t)
 	ctx := testContext(t)
 	otherCtx := namespaces.WithNamespace(ctx, other)
+	// Last, once both executors deleted their sandboxes: the other
+	// namespace's parent cgroups, which runc leaves.
+	t.Cleanup(func() {
+		if err := removeCgroups(other, nil); err != nil {
+			t.Error(err)
+		}
+	})
 	importStatic(t, otherCtx, ref, map[string]string{"hello": "hello", "bin/sh": "stubsh"})
 	t.Cleanup(func() {
 		if err := testClient.ImageService().Delete(otherCtx, ref, images.SynchronousDelete()); err != nil {
