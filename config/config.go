@@ -56,6 +56,11 @@ type Sandbox struct {
 	// UIDLockDir is the host-wide directory where each sandbox's uid is
 	// claimed; every server on the host must use the same one.
 	UIDLockDir string `toml:"uid_lock_dir"`
+	// FileRetention is how long a run's output files can be read back
+	// through their sandbox:// URIs; FileRetentionBytes caps what all
+	// runs' retained files hold together, the oldest run's evicted first.
+	FileRetention      Duration `toml:"file_retention"`
+	FileRetentionBytes Size     `toml:"file_retention_bytes"`
 }
 
 // Pull policies.
@@ -87,6 +92,17 @@ type LimitsTable struct {
 	// Ptys is how many pseudo-terminals a run may hold; 0 gives it no
 	// /dev/pts at all.
 	Ptys int `toml:"ptys"`
+	// WorkspaceSize sizes the run's /workspace; FilesInBytes and
+	// MaxFilesIn cap the files a call writes there, FilesOutBytes and
+	// MaxFilesOut the files it gets back; MaxImages and ImageBytes cap the
+	// images among those returned inline.
+	WorkspaceSize Size `toml:"workspace_size"`
+	FilesInBytes  Size `toml:"files_in_bytes"`
+	MaxFilesIn    int  `toml:"max_files_in"`
+	FilesOutBytes Size `toml:"files_out_bytes"`
+	MaxFilesOut   int  `toml:"max_files_out"`
+	MaxImages     int  `toml:"max_images"`
+	ImageBytes    Size `toml:"image_bytes"`
 	// UIDRange is the host uids (and gids) the sandboxes are given, one
 	// each, as "FIRST-LAST". It is read from [limits] only: the range is
 	// the server's, not a language's.
@@ -112,6 +128,14 @@ type LimitOverrides struct {
 	MsgQueueSize   *Size   `toml:"msgqueue_size"`
 	LockedMemory   *Size   `toml:"locked_memory"`
 	Ptys           *int    `toml:"ptys"`
+
+	WorkspaceSize *Size `toml:"workspace_size"`
+	FilesInBytes  *Size `toml:"files_in_bytes"`
+	MaxFilesIn    *int  `toml:"max_files_in"`
+	FilesOutBytes *Size `toml:"files_out_bytes"`
+	MaxFilesOut   *int  `toml:"max_files_out"`
+	MaxImages     *int  `toml:"max_images"`
+	ImageBytes    *Size `toml:"image_bytes"`
 }
 
 // Apply returns l with o's set fields replacing l's.
@@ -161,6 +185,22 @@ func (o LimitOverrides) Apply(l LimitsTable) LimitsTable {
 	if o.Ptys != nil {
 		l.Ptys = *o.Ptys
 	}
+	for _, f := range []struct {
+		from *Size
+		to   *Size
+	}{{o.WorkspaceSize, &l.WorkspaceSize}, {o.FilesInBytes, &l.FilesInBytes}, {o.FilesOutBytes, &l.FilesOutBytes}, {o.ImageBytes, &l.ImageBytes}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	for _, f := range []struct {
+		from *int
+		to   *int
+	}{{o.MaxFilesIn, &l.MaxFilesIn}, {o.MaxFilesOut, &l.MaxFilesOut}, {o.MaxImages, &l.MaxImages}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
 	return l
 }
 
@@ -189,6 +229,9 @@ type LanguageTable struct {
 	// waiting for a program, each used once; 0 creates every sandbox on
 	// demand.
 	Pool int `toml:"pool"`
+	// Figures saves every matplotlib figure a Python program shows or
+	// leaves open as /workspace/figures/figure-N.png.
+	Figures bool `toml:"figures"`
 	// Limits overrides [limits] for this language.
 	Limits LimitOverrides `toml:"limits"`
 }
@@ -330,6 +373,12 @@ const maxPool = 32
 // shared by every container on the host.
 const maxPtys = 64
 
+// maxFiles bounds the counts of files in and out, and of images, per run.
+const maxFiles = 10000
+
+// minWorkspace is the least size of a run's /workspace.
+const minWorkspace = 1 << 20
+
 // minMemory is the least memory limit runc can start a container with,
 // with room for an interpreter.
 const minMemory = 8 << 20
@@ -354,6 +403,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Sandbox.Concurrency < 0 {
 		bad("sandbox.concurrency", "%d is negative; 0 means the number of CPUs", c.Sandbox.Concurrency)
+	}
+	if c.Sandbox.FileRetention <= 0 {
+		bad("sandbox.file_retention", "%s must be greater than 0", c.Sandbox.FileRetention)
+	}
+	if c.Sandbox.FileRetentionBytes <= 0 {
+		bad("sandbox.file_retention_bytes", "must be greater than 0")
 	}
 	if c.Sandbox.Pull != PullMissing && c.Sandbox.Pull != PullNever {
 		bad("sandbox.pull", "%q; want %q or %q", c.Sandbox.Pull, PullMissing, PullNever)
@@ -470,6 +525,26 @@ func validateLimits(key string, l LimitsTable) []error {
 	}
 	if l.Ptys < 0 || l.Ptys > maxPtys {
 		bad("ptys", "%d; want 0 (no /dev/pts) to %d", l.Ptys, maxPtys)
+	}
+	if l.WorkspaceSize < minWorkspace {
+		bad("workspace_size", "%s is too small; want at least %s", l.WorkspaceSize, Size(minWorkspace))
+	}
+	if l.FilesInBytes < 0 || l.FilesInBytes > l.WorkspaceSize {
+		bad("files_in_bytes", "%s; want 0 (no files in) to workspace_size (%s)", l.FilesInBytes, l.WorkspaceSize)
+	}
+	if l.FilesOutBytes < 0 || l.FilesOutBytes > 1<<30 {
+		bad("files_out_bytes", "%s; want 0 (no files back) to 1GiB", l.FilesOutBytes)
+	}
+	for _, n := range []struct {
+		key string
+		v   int
+	}{{"max_files_in", l.MaxFilesIn}, {"max_files_out", l.MaxFilesOut}, {"max_images", l.MaxImages}} {
+		if n.v < 0 || n.v > maxFiles {
+			bad(n.key, "%d; want 0 to %d", n.v, maxFiles)
+		}
+	}
+	if l.ImageBytes < 0 || l.ImageBytes > l.FilesOutBytes {
+		bad("image_bytes", "%s; want 0 to files_out_bytes (%s)", l.ImageBytes, l.FilesOutBytes)
 	}
 	return errs
 }

@@ -305,11 +305,14 @@ env = ["A=1"]
 		Tool:        "run_python_code",
 		Description: c.Languages["python"].Description,
 		Pool:        3,
+		Figures:     true,
 		Limits: Limits{
 			MemoryBytes: 1 << 30, CPUs: 1, Pids: 128, TmpBytes: 64 << 20, ShmBytes: 8 << 20,
 			FileBytes: 64 << 20, OpenFiles: 1024, Timeout: 45 * time.Second, MaxTimeout: 90 * time.Second,
 			OutputBytes: 128 << 10, CodeBytes: 2 << 20,
 			PendingSignals: 64, MsgQueueBytes: 256 << 10, LockedBytes: 64 << 10, Ptys: 0,
+			WorkspaceBytes: 64 << 20, FilesInBytes: 10 << 20, MaxFilesIn: 100, FilesOutBytes: 32 << 20, MaxFilesOut: 100,
+			MaxImages: 4, ImageBytes: 1 << 20,
 		},
 	}
 	if !reflect.DeepEqual(py, want) {

@@ -32,6 +32,9 @@ type Language struct {
 	// waiting for a program, each used once; 0 creates every sandbox on
 	// demand.
 	Pool int
+	// Figures saves every matplotlib figure a Python program shows or
+	// leaves open as /workspace/figures/figure-N.png.
+	Figures bool
 	// Limits confine each run.
 	Limits Limits
 }
@@ -70,6 +73,21 @@ type Limits struct {
 	// Ptys is how many pseudo-terminals the run may open; 0 gives it no
 	// /dev/pts.
 	Ptys int
+	// WorkspaceBytes sizes the run's /workspace, a tmpfs that is its
+	// working directory; its inodes are bounded in proportion.
+	WorkspaceBytes int64
+	// FilesInBytes caps the decoded total of the files a call writes into
+	// the workspace, MaxFilesIn their number.
+	FilesInBytes int64
+	MaxFilesIn   int
+	// FilesOutBytes caps the total of the output files returned,
+	// MaxFilesOut their number; files past either are dropped and counted.
+	FilesOutBytes int64
+	MaxFilesOut   int
+	// MaxImages caps the images returned inline, each at most ImageBytes;
+	// the rest are links only.
+	MaxImages  int
+	ImageBytes int64
 }
 
 // Language returns the enabled language called name, with [limits] and its
@@ -90,6 +108,7 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 		Tool:        t.Tool,
 		Description: t.Description,
 		Pool:        t.Pool,
+		Figures:     t.Figures,
 		Limits: Limits{
 			MemoryBytes:    int64(lim.Memory),
 			CPUs:           lim.CPUs,
@@ -106,6 +125,13 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 			MsgQueueBytes:  int64(lim.MsgQueueSize),
 			LockedBytes:    int64(lim.LockedMemory),
 			Ptys:           lim.Ptys,
+			WorkspaceBytes: int64(lim.WorkspaceSize),
+			FilesInBytes:   int64(lim.FilesInBytes),
+			MaxFilesIn:     lim.MaxFilesIn,
+			FilesOutBytes:  int64(lim.FilesOutBytes),
+			MaxFilesOut:    lim.MaxFilesOut,
+			MaxImages:      lim.MaxImages,
+			ImageBytes:     int64(lim.ImageBytes),
 		},
 	}, true
 }

@@ -11,6 +11,17 @@ type Request struct {
 	// Timeout overrides the language's default; zero keeps it. It may not
 	// exceed the language's Limits.MaxTimeout.
 	Timeout time.Duration
+	// Files are written under the workspace (oci.WorkspaceDir), which is
+	// the program's working directory, before it starts; see CheckFiles.
+	Files []File
+}
+
+// File is a file in a run's workspace.
+type File struct {
+	// Path is relative to the workspace, slash-separated and clean: no
+	// ".", ".." or empty component, no leading slash, no NUL.
+	Path string
+	Data []byte
 }
 
 // Result is what one run did.
@@ -40,6 +51,13 @@ type Result struct {
 	// program ran, from its start to its exit.
 	Timeout  time.Duration
 	Duration time.Duration
+	// Files are the output files: every regular file under the workspace
+	// that is new or changed when the program ended (however it ended),
+	// in path order, numbers in names compared as numbers, within the
+	// language's MaxFilesOut and FilesOutBytes. FilesDropped counts those
+	// left out: past a cap, or with a name that is not printable UTF-8.
+	Files        []File
+	FilesDropped int
 }
 
 // Failed reports whether the program did not finish cleanly.
