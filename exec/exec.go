@@ -273,6 +273,11 @@ func validate(l config.Language) error {
 		return fmt.Errorf("language %q: pool %d is negative: %w", name, l.Pool, errdefs.ErrInvalidArgument)
 	case l.Limits.OutputBytes <= 0 || l.Limits.CodeBytes <= 0:
 		return fmt.Errorf("language %q: output and code caps must be positive: %w", name, errdefs.ErrInvalidArgument)
+	case l.Limits.WorkspaceBytes <= 0:
+		// tmpfs reads size=0 as no limit at all.
+		return fmt.Errorf("language %q: the workspace size must be positive: %w", name, errdefs.ErrInvalidArgument)
+	case l.Limits.FilesInBytes < 0 || l.Limits.MaxFilesIn < 0 || l.Limits.FilesOutBytes < 0 || l.Limits.MaxFilesOut < 0:
+		return fmt.Errorf("language %q: the caps on files in and out must not be negative: %w", name, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

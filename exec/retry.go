@@ -2,7 +2,6 @@ package exec
 
 import (
 	"context"
-	"os"
 	"sync"
 	"time"
 
@@ -81,7 +80,7 @@ func (e *Executor) retryDeletes(ctx context.Context) int {
 			continue
 		}
 		if it.dir != "" {
-			os.RemoveAll(it.dir)
+			removeRunDir(it.dir)
 		}
 		if it.uid != 0 {
 			e.uids.release(it.uid)

@@ -69,7 +69,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 	// Refill after the program, not before it: see pool.take.
 	defer lang.pool.refill()
 	if s := lang.pool.take(); s != nil {
-		res, err := s.execute(ctx, req.Code, timeout)
+		res, err := s.execute(ctx, req, timeout)
 		e.retire(s)
 		var ended *stubEnded
 		if !errors.As(err, &ended) {
@@ -90,7 +90,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		return nil, err
 	}
 	defer e.retire(s)
-	return s.execute(ctx, req.Code, timeout)
+	return s.execute(ctx, req, timeout)
 }
 
 // ErrNotAnswering marks the errors of calls that containerd did not
@@ -141,6 +141,9 @@ func (e *Executor) check(req Request) (*language, time.Duration, error) {
 	lim := lang.cfg.Limits
 	if int64(len(req.Code)) > lim.CodeBytes {
 		return nil, 0, fmt.Errorf("program is %d bytes, over the limit of %d bytes: %w", len(req.Code), lim.CodeBytes, errdefs.ErrInvalidArgument)
+	}
+	if err := checkFiles(req.Files, lim.MaxFilesIn, lim.FilesInBytes); err != nil {
+		return nil, 0, err
 	}
 	timeout := lim.Timeout
 	switch {

@@ -86,6 +86,9 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	if err := s.makeDir(labels); err != nil {
 		return nil, err
 	}
+	if err := mountWorkspace(s.dir, s.uid, lang.Limits.WorkspaceBytes); err != nil {
+		return nil, err
+	}
 	if err := s.createContainer(ctx, img, labels, ahead); err != nil {
 		return nil, err
 	}
@@ -163,7 +166,16 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 	policy.Env = sandboxoci.Env(img.env, s.lang.Env, e.cfg.PassEnv)
 	policy.Hard = func(t string) (uint64, bool) { v, ok := e.hard[t]; return v, ok }
 	policy.CodeHostDir = filepath.Join(s.dir, "code")
+	policy.WorkspaceHostDir = filepath.Join(s.dir, workspaceDir)
 	policy.UID, policy.GID = s.uid, s.uid
+	if s.lang.Figures {
+		hooks, err := writePythonHook(s.dir)
+		if err != nil {
+			return err
+		}
+		policy.HooksHostDir = hooks
+		policy.Env = sandboxoci.WithPythonHooks(policy.Env)
+	}
 	if ahead && sandboxoci.CanWaitForStart(policy.Env) {
 		policy.WaitForStart = true
 		s.start = newStartLine()
@@ -191,12 +203,18 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 	return nil
 }
 
-// execute writes the program where the waiting process will find it,
-// starts it (or, started ahead, sends the stub its line), and collects what
-// it did. The program never goes through argv. On expiry of timeout, or
-// when ctx ends, every process of the sandbox is killed.
-func (s *sandbox) execute(ctx context.Context, program string, timeout time.Duration) (*Result, error) {
-	if err := s.writeProgram(program); err != nil {
+// execute writes the program where the waiting process will find it and
+// the request's files into the workspace, starts the program (or, started
+// ahead, sends the stub its line), and collects what it did: its output,
+// its status and its output files. The program never goes through argv.
+// On expiry of timeout, or when ctx ends, every process of the sandbox is
+// killed.
+func (s *sandbox) execute(ctx context.Context, req Request, timeout time.Duration) (*Result, error) {
+	if err := s.writeProgram(req.Code); err != nil {
+		return nil, err
+	}
+	ws := filepath.Join(s.dir, workspaceDir)
+	if err := writeInputs(ws, req.Files, s.uid); err != nil {
 		return nil, err
 	}
 
@@ -273,6 +291,12 @@ wait:
 	s.explain(res, code)
 	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
 	res.Stderr, res.StderrDropped = s.stderr.Bytes()
+	lim := s.lang.Limits
+	files, dropped, err := collectOutputs(ws, inputSums(req.Files), outputCaps{files: lim.MaxFilesOut, bytes: lim.FilesOutBytes})
+	if err != nil {
+		return nil, fmt.Errorf("collect the output files: %w", err)
+	}
+	res.Files, res.FilesDropped = files, dropped
 	return res, nil
 }
 
@@ -503,7 +527,7 @@ func (s *sandbox) destroy(ctx context.Context) {
 		s.e.uids.release(s.uid)
 	}
 	if s.dir != "" {
-		if err := os.RemoveAll(s.dir); err != nil {
+		if err := removeRunDir(s.dir); err != nil {
 			s.e.log.Warn("remove run directory", "run", s.id, "err", err)
 		}
 	}

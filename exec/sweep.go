@@ -157,7 +157,7 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 			continue
 		}
-		os.RemoveAll(filepath.Join(e.cfg.StateDir, c.ID()))
+		removeRunDir(filepath.Join(e.cfg.StateDir, c.ID()))
 		// Its processes are gone: its uid's claim, left by its dead
 		// owner, need not be checked against the host's processes.
 		e.uids.clearStale(uid)
@@ -224,7 +224,7 @@ func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
 		if b, err := os.ReadFile(filepath.Join(dir, ownerFile)); err == nil {
 			var labels map[string]string
 			if json.Unmarshal(b, &labels) == nil && orphaned(labels, e.owner, now) {
-				os.RemoveAll(dir)
+				removeRunDir(dir)
 			}
 			continue
 		}
@@ -233,7 +233,7 @@ func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
 			continue
 		}
 		if _, err := e.client.LoadContainer(ctx, ent.Name()); errdefs.IsNotFound(err) {
-			os.RemoveAll(dir)
+			removeRunDir(dir)
 		}
 	}
 }

@@ -24,24 +24,10 @@ import (
 // testLimits are the limits of the tests' executors: the product's
 // defaults, with a shorter timeout.
 func testLimits() config.Limits {
-	return config.Limits{
-		MemoryBytes: 512 << 20,
-		CPUs:        1,
-		Pids:        128,
-		TmpBytes:    64 << 20,
-		ShmBytes:    64 << 20,
-		FileBytes:   64 << 20,
-		OpenFiles:   1024,
-		Timeout:     20 * time.Second,
-		MaxTimeout:  60 * time.Second,
-		OutputBytes: 64 << 10,
-		CodeBytes:   1 << 20,
-		// The defaults of config's default.toml.
-		PendingSignals: 1024,
-		MsgQueueBytes:  256 << 10,
-		LockedBytes:    64 << 10,
-		Ptys:           4,
-	}
+	l, _ := config.Default().Language("python")
+	lim := l.Limits
+	lim.Timeout, lim.MaxTimeout = 20*time.Second, 60*time.Second
+	return lim
 }
 
 func testLanguages() []config.Language {
@@ -52,6 +38,7 @@ func testLanguages() []config.Language {
 			Command: []string{"python3"},
 			File:    "main.py",
 			Env:     []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
+			Figures: true,
 			Limits:  testLimits(),
 		},
 		{

@@ -26,6 +26,16 @@ import (
 // read-only, inside the sandbox.
 const CodeDir = "/sandbox"
 
+// WorkspaceDir is where the run's workspace is mounted, writable: the
+// working directory of its program, which holds the files a call passes
+// in and whose files come back.
+const WorkspaceDir = "/workspace"
+
+// PythonHooksDir is where the directory holding the Python start-up hook
+// (a sitecustomize module) is mounted, read-only, for the languages whose
+// figures are saved.
+const PythonHooksDir = "/opt/code-sandbox-mcp/python"
+
 // Policy is everything that decides how one run is confined.
 type Policy struct {
 	// Args is the full command line, program path included.
@@ -52,6 +62,15 @@ type Policy struct {
 	// CodeHostDir is the host directory holding the program; it is bind
 	// mounted read-only at CodeDir. Empty mounts nothing.
 	CodeHostDir string
+	// WorkspaceHostDir is the host directory of the run's workspace (a
+	// tmpfs of its own, sized by the executor); it is bind mounted
+	// writable, but not executable, at WorkspaceDir, the working
+	// directory. Empty mounts nothing, and the working directory is /tmp.
+	WorkspaceHostDir string
+	// HooksHostDir is the host directory holding the Python start-up
+	// hook; it is bind mounted read-only at PythonHooksDir. Empty mounts
+	// nothing.
+	HooksHostDir string
 }
 
 // extraMaskedPaths are masked on top of containerd's defaults: they leak
@@ -89,7 +108,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	quota, period := cfs(l.CPUs)
 	opts := []ctroci.SpecOpts{
 		ctroci.WithProcessArgs(p.args()...),
-		ctroci.WithProcessCwd("/tmp"),
+		ctroci.WithProcessCwd(p.cwd()),
 		withEnvExactly(p.Env),
 		ctroci.WithUIDGID(p.UID, p.GID),
 		withNoAdditionalGIDs,
@@ -210,6 +229,14 @@ func cfs(cpus float64) (quota int64, period uint64) {
 	return q, p
 }
 
+// cwd is the program's working directory: the workspace, if it has one.
+func (p Policy) cwd() string {
+	if p.WorkspaceHostDir != "" {
+		return WorkspaceDir
+	}
+	return "/tmp"
+}
+
 func (p Policy) mounts() []specs.Mount {
 	m := []specs.Mount{
 		{
@@ -230,6 +257,22 @@ func (p Policy) mounts() []specs.Mount {
 			Destination: CodeDir,
 			Type:        "bind",
 			Source:      p.CodeHostDir,
+			Options:     []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
+		})
+	}
+	if p.WorkspaceHostDir != "" {
+		m = append(m, specs.Mount{
+			Destination: WorkspaceDir,
+			Type:        "bind",
+			Source:      p.WorkspaceHostDir,
+			Options:     []string{"rbind", "rw", "nosuid", "nodev", "noexec"},
+		})
+	}
+	if p.HooksHostDir != "" {
+		m = append(m, specs.Mount{
+			Destination: PythonHooksDir,
+			Type:        "bind",
+			Source:      p.HooksHostDir,
 			Options:     []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
 		})
 	}
@@ -382,6 +425,22 @@ func Rlimits(want []Rlimit, hard func(typ string) (uint64, bool)) []specs.POSIXR
 		out = append(out, specs.POSIXRlimit{Type: w.Type, Hard: v, Soft: v})
 	}
 	return out
+}
+
+// WithPythonHooks returns env with PythonHooksDir first on PYTHONPATH,
+// before any directories env already puts there.
+func WithPythonHooks(env []string) []string {
+	out := slices.Clone(env)
+	for i, kv := range out {
+		if v, ok := strings.CutPrefix(kv, "PYTHONPATH="); ok {
+			if v != "" {
+				v = ":" + v
+			}
+			out[i] = "PYTHONPATH=" + PythonHooksDir + v
+			return out
+		}
+	}
+	return append(out, "PYTHONPATH="+PythonHooksDir)
 }
 
 // ProgramPath is where a program file of the given name is found inside

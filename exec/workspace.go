@@ -1,0 +1,451 @@
+package exec
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+)
+
+// A run's workspace is a tmpfs of its own, mounted on the host in the
+// run directory (workspaceDir) and bound into the sandbox at
+// oci.WorkspaceDir, its working directory. Being a file system of its
+// own, it bounds what the program can store there (size= and nr_inodes=),
+// its pages are charged to the memory cgroup of whoever writes them, and
+// no hard link can lead out of it. The server writes the call's files
+// into it before the program starts and reads the output files out of it
+// once the program ended, from the host, without following any link; it
+// is unmounted when the sandbox is destroyed.
+
+// workspaceDir is the workspace's mount point in a run directory.
+const workspaceDir = "workspace"
+
+// bytesPerInode sizes a workspace's inode table from its size: a 64 MiB
+// workspace holds at most 16384 files and directories.
+const bytesPerInode = 4096
+
+// collectTimeout bounds the reading of a run's output files.
+const collectTimeout = 10 * time.Second
+
+// maxDepth bounds how deep the walk of a workspace goes.
+const maxDepth = 64
+
+// mountWorkspace mounts a tmpfs of size bytes at dir/workspace, owned by
+// uid and gid uid, mode 0700, not executable, and keeps it from
+// propagating to other mount namespaces.
+func mountWorkspace(dir string, uid uint32, size int64) error {
+	mp := filepath.Join(dir, workspaceDir)
+	if err := os.Mkdir(mp, 0o700); err != nil {
+		return fmt.Errorf("create workspace: %w", err)
+	}
+	inodes := max(size/bytesPerInode, 64)
+	opts := fmt.Sprintf("size=%d,nr_inodes=%d,mode=0700,uid=%d,gid=%d", size, inodes, uid, uid)
+	if err := unix.Mount("tmpfs", mp, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, opts); err != nil {
+		return fmt.Errorf("mount the workspace tmpfs at %s: %v: %w", mp, err, errdefs.ErrFailedPrecondition)
+	}
+	if err := unix.Mount("", mp, "", unix.MS_PRIVATE, ""); err != nil {
+		unix.Unmount(mp, unix.MNT_DETACH)
+		return fmt.Errorf("make the workspace at %s private: %v: %w", mp, err, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// removeRunDir unmounts a run directory's workspace, if it is mounted,
+// and removes the directory.
+func removeRunDir(dir string) error {
+	mp := filepath.Join(dir, workspaceDir)
+	if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		return fmt.Errorf("unmount workspace %s: %w", mp, err)
+	}
+	return os.RemoveAll(dir)
+}
+
+// CheckFile reports what is wrong with path as the path of a file in a
+// workspace; nil if nothing is.
+func CheckFile(p string) error {
+	switch {
+	case p == "":
+		return errors.New("the path is empty")
+	case strings.IndexByte(p, 0) >= 0:
+		return errors.New("the path holds a NUL byte")
+	case strings.HasPrefix(p, "/"):
+		return errors.New("the path is absolute; give it relative to the workspace")
+	case len(p) > 4096:
+		return errors.New("the path is longer than 4096 bytes")
+	}
+	for _, c := range strings.Split(p, "/") {
+		switch {
+		case c == "":
+			return errors.New("the path has an empty component")
+		case c == "." || c == "..":
+			return fmt.Errorf("the path has a %q component", c)
+		case len(c) > 255:
+			return errors.New("a component of the path is longer than 255 bytes")
+		}
+	}
+	return nil
+}
+
+// checkFiles validates a request's files against the caps: each path,
+// duplicates, a path that is also another's directory, the count and the
+// total.
+func checkFiles(files []File, maxFiles int, maxBytes int64) error {
+	if len(files) > maxFiles {
+		return fmt.Errorf("%d files given, over the limit of %d: %w", len(files), maxFiles, errdefs.ErrInvalidArgument)
+	}
+	var total int64
+	seen := map[string]bool{}
+	for i, f := range files {
+		if err := CheckFile(f.Path); err != nil {
+			return fmt.Errorf("file %d (%q): %v: %w", i, f.Path, err, errdefs.ErrInvalidArgument)
+		}
+		if seen[f.Path] {
+			return fmt.Errorf("file %d (%q) is given twice: %w", i, f.Path, errdefs.ErrInvalidArgument)
+		}
+		seen[f.Path] = true
+		total += int64(len(f.Data))
+	}
+	for _, f := range files {
+		for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
+			if seen[d] {
+				return fmt.Errorf("%q is a file and also the directory of %q: %w", d, f.Path, errdefs.ErrInvalidArgument)
+			}
+		}
+	}
+	if total > maxBytes {
+		return fmt.Errorf("the files hold %d bytes, over the limit of %d: %w", total, maxBytes, errdefs.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// writeInputs writes files into the workspace at ws, owned by uid, before
+// anything ran in it. os.Root keeps every write beneath ws.
+func writeInputs(ws string, files []File, uid uint32) error {
+	if len(files) == 0 {
+		return nil
+	}
+	root, err := os.OpenRoot(ws)
+	if err != nil {
+		return fmt.Errorf("open workspace: %w", err)
+	}
+	defer root.Close()
+	made := map[string]bool{}
+	for _, f := range files {
+		var dirs []string
+		for d := path.Dir(f.Path); d != "." && !made[d]; d = path.Dir(d) {
+			dirs = append(dirs, d)
+		}
+		for _, d := range slices.Backward(dirs) {
+			if err := root.Mkdir(d, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+				return inputError(f.Path, err)
+			}
+			if err := root.Lchown(d, int(uid), int(uid)); err != nil {
+				return inputError(f.Path, err)
+			}
+			made[d] = true
+		}
+		w, err := root.OpenFile(f.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return inputError(f.Path, err)
+		}
+		_, err = w.Write(f.Data)
+		if err == nil {
+			err = w.Chown(int(uid), int(uid))
+		}
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return inputError(f.Path, err)
+		}
+	}
+	return nil
+}
+
+// inputError is the error of an input file that could not be written;
+// ENOSPC means the files do not fit in the workspace.
+func inputError(p string, err error) error {
+	if errors.Is(err, unix.ENOSPC) {
+		return fmt.Errorf("write %q to the workspace: the files do not fit in it: %w", p, errdefs.ErrInvalidArgument)
+	}
+	return fmt.Errorf("write %q to the workspace: %w", p, err)
+}
+
+// inputSum is an input file's size and sha256 sum.
+type inputSum struct {
+	size int64
+	sum  [sha256.Size]byte
+}
+
+// inputSums are a run's input files' sums, by path: a file still holding
+// its input is not an output.
+func inputSums(files []File) map[string]inputSum {
+	m := make(map[string]inputSum, len(files))
+	for _, f := range files {
+		m[f.Path] = inputSum{int64(len(f.Data)), sha256.Sum256(f.Data)}
+	}
+	return m
+}
+
+// outputCaps bound what collectOutputs returns.
+type outputCaps struct {
+	files int   // how many files
+	bytes int64 // their total size
+}
+
+// collectOutputs reads the output files of the workspace at ws: every
+// regular file that is not an input left as it was (inputs), in path
+// order, within caps; dropped counts those left out. It never follows a
+// symbolic link, opens nothing but regular files (a FIFO cannot block it),
+// reads no file past its share of the caps, and stops at collectTimeout.
+func collectOutputs(ws string, inputs map[string]inputSum, caps outputCaps) (files []File, dropped int, err error) {
+	deadline := time.Now().Add(collectTimeout)
+	root, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("open workspace: %w", err)
+	}
+	defer unix.Close(root)
+	var found []string
+	if err := walk(root, "", 0, deadline, func(p string, ok bool) {
+		if !ok {
+			dropped++
+			return
+		}
+		found = append(found, p)
+	}); err != nil {
+		return nil, 0, err
+	}
+	slices.SortFunc(found, pathOrder)
+	var total int64
+	for _, p := range found {
+		if time.Now().After(deadline) {
+			dropped++
+			continue
+		}
+		data, got, err := readOutput(root, p, inputs, caps.bytes-total)
+		switch {
+		case err != nil:
+			return nil, 0, fmt.Errorf("read output %q: %w", p, err)
+		case got == notOutput:
+			continue
+		case got == overCap || len(files) >= caps.files:
+			dropped++
+			continue
+		}
+		total += int64(len(data))
+		files = append(files, File{Path: p, Data: data})
+	}
+	return files, dropped, nil
+}
+
+// walk calls found with the path of every regular file beneath the
+// directory dir (at path prefix), and with ok false for each one whose
+// name cannot be returned (not UTF-8, or holding a control character) or
+// that lies deeper than maxDepth. Symbolic links, FIFOs, sockets and
+// devices are not files to it.
+func walk(dir int, prefix string, depth int, deadline time.Time, found func(p string, ok bool)) error {
+	names, err := readDirNames(dir)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if time.Now().After(deadline) {
+			return nil
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(dir, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			continue // gone since
+		}
+		p := path.Join(prefix, name)
+		mode := st.Mode & unix.S_IFMT
+		switch {
+		case mode != unix.S_IFREG && mode != unix.S_IFDIR:
+		case !printable(name) || depth >= maxDepth:
+			if mode == unix.S_IFREG || depth >= maxDepth {
+				found(p, false)
+			}
+		case mode == unix.S_IFREG:
+			found(p, true)
+		default:
+			sub, err := openBeneath(dir, name, unix.O_RDONLY|unix.O_DIRECTORY)
+			if err != nil {
+				continue // replaced by something else since
+			}
+			err = walk(sub, p, depth+1, deadline, found)
+			unix.Close(sub)
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// readDirNames lists the names in the directory fd, without "." and "..".
+func readDirNames(fd int) ([]string, error) {
+	d, err := unix.Dup(fd)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(d), "dir")
+	defer f.Close()
+	return f.Readdirnames(-1)
+}
+
+// printable reports whether a file name can be returned: valid UTF-8
+// without control characters.
+func printable(name string) bool {
+	return utf8.ValidString(name) && !strings.ContainsFunc(name, unicode.IsControl)
+}
+
+// readResult says what readOutput found.
+type readResult int
+
+const (
+	isOutput  readResult = iota // an output file, read
+	notOutput                   // an input left as it was, or no longer a regular file
+	overCap                     // an output larger than what was left of the cap
+)
+
+// readOutput reads the file at p beneath root, if it is still a regular
+// file, and at most limit bytes of it.
+func readOutput(root int, p string, inputs map[string]inputSum, limit int64) ([]byte, readResult, error) {
+	fd, err := openBeneath(root, p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	if err != nil {
+		return nil, notOutput, nil // replaced by a link, or removed, since the walk
+	}
+	f := os.NewFile(uintptr(fd), p)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, 0, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, notOutput, nil
+	}
+	// An input of its old size is read to compare it; it is at most
+	// files_in_bytes.
+	in, isInput := inputs[p]
+	isInput = isInput && st.Size == in.size
+	if !isInput && st.Size > limit {
+		return nil, overCap, nil
+	}
+	readLimit := max(limit, 0)
+	if isInput {
+		readLimit = max(readLimit, in.size)
+	}
+	// Sized from the file as it was: never nil, even when empty.
+	buf := bytes.NewBuffer(make([]byte, 0, min(st.Size, readLimit)+1))
+	n, err := io.Copy(buf, io.LimitReader(f, readLimit+1))
+	if err != nil {
+		return nil, 0, err
+	}
+	if isInput && n == in.size && sha256.Sum256(buf.Bytes()) == in.sum {
+		return nil, notOutput, nil
+	}
+	if n > limit {
+		return nil, overCap, nil // grew past its share while it was read
+	}
+	return buf.Bytes(), isOutput, nil
+}
+
+// openBeneath opens name beneath the directory dir with flags, following
+// no symbolic link, magic link or mount point on the way: with openat2
+// and RESOLVE_BENEATH where the kernel has it (5.6 and later), else one
+// component at a time with O_NOFOLLOW.
+func openBeneath(dir int, name string, flags int) (int, error) {
+	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	fd, err := unix.Openat2(dir, name, &unix.OpenHow{
+		Flags:   uint64(flags),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != unix.ENOSYS {
+		return fd, err
+	}
+	parts := strings.Split(name, "/")
+	cur := dir
+	for i, c := range parts {
+		if c == "" || c == "." || c == ".." {
+			if cur != dir {
+				unix.Close(cur)
+			}
+			return -1, unix.EINVAL
+		}
+		fl := unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+		if i == len(parts)-1 {
+			fl = flags
+		}
+		next, err := unix.Openat(cur, c, fl, 0)
+		if cur != dir {
+			unix.Close(cur)
+		}
+		if err != nil {
+			return -1, err
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// naturalCompare orders paths as people do: runs of digits compare as
+// numbers, so figure-2.png comes before figure-10.png.
+func naturalCompare(a, b string) int {
+	for a != "" && b != "" {
+		da, db := digitRun(a), digitRun(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if c := cmpInt(len(na), len(nb)); c != 0 {
+				return c
+			}
+			if c := strings.Compare(na, nb); c != 0 {
+				return c
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return cmpInt(int(a[0]), int(b[0]))
+		}
+		a, b = a[1:], b[1:]
+	}
+	return cmpInt(len(a), len(b))
+}
+
+// pathOrder is naturalCompare, with plain byte order to break its ties
+// ("a01" and "a1").
+func pathOrder(a, b string) int {
+	if c := naturalCompare(a, b); c != 0 {
+		return c
+	}
+	return strings.Compare(a, b)
+}
+
+func digitRun(s string) int {
+	i := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+func cmpInt(a, b int) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
