@@ -64,6 +64,9 @@ type benchProgram struct {
 	code string
 	want string // the exact stdout
 	few  bool   // slow: sampled fewer times
+	// images is how many image blocks the result has; a program with
+	// none has exactly one content block, its text, which is want.
+	images int
 }
 
 var benchPrograms = []benchProgram{
@@ -72,6 +75,12 @@ var benchPrograms = []benchProgram{
 	{name: "python numpy+pandas", lang: "python", tool: "run_python_code", few: true,
 		code: "import numpy as np\nimport pandas as pd\nprint(int(pd.DataFrame({'a': np.arange(4)})['a'].sum()))", want: "6\n"},
 }
+
+// plot draws a line chart and never calls savefig: the server returns it
+// as an image. It runs on our server only: elsewhere the figure would not
+// be saved, and the row would not measure the same work.
+var plot = benchProgram{name: "python matplotlib plot", lang: "python", tool: "run_python_code", few: true, images: 1,
+	code: "import matplotlib.pyplot as plt\nplt.plot([1, 3, 2, 4])\nplt.title('bench')\nprint('plotted')", want: "plotted\n"}
 
 // bigOutput prints 64 KiB, for the RSS-at-16 row.
 var bigOutput = benchProgram{name: "python 64 KiB out", lang: "python", tool: "run_python_code",
@@ -224,7 +233,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		s.waitQuiet(b, 2*pool)
 		time.Sleep(time.Second)
 		rep.IdleRSSMiB = s.rss()
-		for _, p := range benchPrograms {
+		for _, p := range append(slices.Clone(benchPrograms), plot) {
 			rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
 		}
 		for _, p := range benchPrograms {
@@ -539,13 +548,24 @@ func (s *benchServer) callErr(p benchProgram) (time.Duration, error) {
 		return 0, err
 	}
 	var text string
-	if len(res.Content) == 1 {
-		if tc, ok := res.Content[0].(mcp.TextContent); ok {
-			text = tc.Text
+	images := 0
+	for i, c := range res.Content {
+		switch c := c.(type) {
+		case mcp.TextContent:
+			if i == 0 {
+				text = c.Text
+			}
+		case mcp.ImageContent:
+			images++
 		}
 	}
-	if res.IsError || text != p.want {
-		return 0, fmt.Errorf("got %q (isError %v); want %q", tail(text, 300), res.IsError, tail(p.want, 20))
+	ok := text == p.want && len(res.Content) == 1
+	if p.images > 0 {
+		// The text goes on with the line that lists the files.
+		ok = strings.HasPrefix(text, p.want) && images == p.images
+	}
+	if res.IsError || !ok {
+		return 0, fmt.Errorf("got %q, %d blocks, %d images (isError %v); want %q and %d images", tail(text, 300), len(res.Content), images, res.IsError, tail(p.want, 20), p.images)
 	}
 	var out struct {
 		DurationMs float64 `json:"duration_ms"`
