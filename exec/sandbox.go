@@ -110,6 +110,9 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	// Its memory cgroup counts the OOM killer's kills for explain, which
 	// reads it while the cgroup still exists.
 	s.memCgroup = memoryCgroup(s.task.Pid())
+	if err := sameWorkspace(s.task.Pid(), filepath.Join(s.dir, workspaceDir)); err != nil {
+		return nil, err
+	}
 	// The exit channel must outlive this function's context.
 	if s.exited, err = s.task.Wait(context.WithoutCancel(ctx)); err != nil {
 		return nil, fmt.Errorf("wait for task: %w", err)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
+
+	sandboxoci "code-sandbox-mcp/oci"
 )
 
 // A run's workspace is a tmpfs of its own, mounted on the host in the
@@ -58,6 +60,28 @@ func mountWorkspace(dir string, uid uint32, size int64) error {
 	if err := unix.Mount("", mp, "", unix.MS_PRIVATE, ""); err != nil {
 		unix.Unmount(mp, unix.MNT_DETACH)
 		return fmt.Errorf("make the workspace at %s private: %v: %w", mp, err, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// sameWorkspace checks that the sandbox whose first process is pid sees,
+// at oci.WorkspaceDir, the workspace the server mounted at ws. It does not
+// when the server and containerd live in different mount namespaces (a
+// service unit with a private /run, say): runc then binds the empty
+// directory under the mount, and the program's files would never reach
+// the server.
+func sameWorkspace(pid uint32, ws string) error {
+	var mine, theirs unix.Stat_t
+	if err := unix.Stat(ws, &mine); err != nil {
+		return fmt.Errorf("check the workspace: %w", err)
+	}
+	in := fmt.Sprintf("/proc/%d/root%s", pid, sandboxoci.WorkspaceDir)
+	if err := unix.Stat(in, &theirs); err != nil {
+		return fmt.Errorf("check the workspace in the sandbox: %w", err)
+	}
+	if mine.Dev != theirs.Dev || mine.Ino != theirs.Ino {
+		return fmt.Errorf("the sandbox's %s is not the workspace the server mounted at %s: the server and containerd are in different mount namespaces (run the server in containerd's, the host's): %w",
+			sandboxoci.WorkspaceDir, ws, errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }
