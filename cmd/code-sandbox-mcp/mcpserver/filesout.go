@@ -47,8 +47,8 @@ type retention struct {
 }
 
 // reportFiles describes a run's output files: each with a link to its
-// URI, images also inline, up to lim.MaxImages of at most lim.ImageBytes
-// each.
+// URI if they were kept, images also inline, up to lim.MaxImages of at
+// most lim.ImageBytes each.
 func reportFiles(r *exec.Result, lim config.Limits, kept retention) filesReport {
 	rep := filesReport{files: make([]fileOutput, 0, len(r.Files))}
 	var listed, notInline []string
@@ -81,14 +81,14 @@ func reportFiles(r *exec.Result, lim config.Limits, kept retention) filesReport 
 		rep.files = append(rep.files, out)
 	}
 	rep.content = append(rep.content, links...)
-	rep.line = filesLine(listed, r.FilesDropped, lim, notInline, kept, len(r.Files) > 0)
+	rep.line = filesLine(listed, r.FilesDropped, lim, notInline, kept)
 	return rep
 }
 
 // filesLine is the text's line on a run's files, such as "Files in
 // /workspace: data.csv (1.2KiB), figures/figure-1.png (20.1KiB); 2 more
 // not returned: ...". It is "" if the run left no files.
-func filesLine(listed []string, dropped int, lim config.Limits, notInline []string, kept retention, returned bool) string {
+func filesLine(listed []string, dropped int, lim config.Limits, notInline []string, kept retention) string {
 	if len(listed) == 0 && dropped == 0 {
 		return ""
 	}
@@ -107,7 +107,7 @@ func filesLine(listed []string, dropped int, lim config.Limits, notInline []stri
 	if len(notInline) > 0 {
 		parts = append(parts, "links only, not shown inline: "+joinAnd(notInline))
 	}
-	if returned && kept.id == "" {
+	if len(listed) > 0 && kept.id == "" {
 		parts = append(parts, fmt.Sprintf("not kept for reading back: together they are over file_retention_bytes (%s)", config.Size(kept.maxBytes)))
 	}
 	return strings.Join(parts, "; ")
