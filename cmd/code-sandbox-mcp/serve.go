@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 
@@ -122,7 +123,10 @@ func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Rea
 // mcp-go.
 func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
 	lx := &lazyExecutor{newExecutor: newExecutor}
-	s, err := mcpserver.New(ctx, mcpserver.Options{Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg)}, cfg.Enabled(), lx.Run)
+	s, err := mcpserver.New(ctx, mcpserver.Options{
+		Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg),
+		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
+	}, cfg.Enabled(), lx.Run)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)
 	}

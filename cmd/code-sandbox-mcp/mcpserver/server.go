@@ -1,7 +1,9 @@
 // Package mcpserver is the MCP face of code-sandbox-mcp: it builds the
 // server that offers one tool per language and the environments resource,
-// validates a call's arguments, hands the program to a RunFunc and turns
-// what came back into a result a model can read and act on. What it says
+// validates a call's arguments and files, hands the program to a RunFunc
+// and turns what came back into a result a model can read and act on,
+// keeping the run's output files for a while behind FilesURITemplate,
+// whose resources/read it serves. What it says
 // about a sandbox (network, writable paths, memory, CPUs, processes) is
 // read back from the OCI spec package oci generates for the language. It
 // must not know containerd, flags or a transport: it never talks to
@@ -13,7 +15,9 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
@@ -45,10 +49,36 @@ type Options struct {
 	// as "code-sandbox-mcp --namespace code-sandbox doctor"; a result
 	// reporting a set-up problem names it.
 	DoctorHint string
+	// FileRetention is how long a run's output files can be read through
+	// their URIs; FileRetentionBytes caps what all runs' kept files hold
+	// together, the oldest run's evicted first. Zero takes the default
+	// of config.Default.
+	FileRetention      time.Duration
+	FileRetentionBytes int64
+
+	// now reads the clock of the file store; nil is time.Now.
+	now func() time.Time
+}
+
+// fileStore returns the store of output files o asks for.
+func (o Options) fileStore() *fileStore {
+	d := config.Default().Sandbox
+	keep, maxBytes, now := o.FileRetention, o.FileRetentionBytes, o.now
+	if keep <= 0 {
+		keep = time.Duration(d.FileRetention)
+	}
+	if maxBytes <= 0 {
+		maxBytes = int64(d.FileRetentionBytes)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return newFileStore(keep, maxBytes, now)
 }
 
 // New builds the MCP server: one tool per language in langs, each running
-// its programs through run, and the environments resource. What both say
+// its programs through run, the environments resource and the template of
+// the runs' output files (FilesURITemplate), kept as o says. What both say
 // about a language's sandbox is read from the OCI spec its limits
 // generate; an error means a language's spec cannot be generated. opts
 // are applied after the server's own options, so a caller can override
@@ -78,16 +108,25 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		server.WithHooks(hooks)(s)
 	}
 	new(handshake).addTo(hooks)
+	hooks.AddBeforeReadResource(matchFileTemplate)
+	store := o.fileStore()
 	for i, l := range langs {
-		s.AddTool(newTool(l, sandboxes[i]), toolHandler(l.Name, l.Limits, run, o))
+		s.AddTool(newTool(l, sandboxes[i], store.keep), toolHandler(l.Name, l.Limits, run, store, o))
 	}
+	s.AddResourceTemplate(
+		mcp.NewResourceTemplate(FilesURITemplate, "run files",
+			mcp.WithTemplateDescription(fmt.Sprintf("A file a run left in %s, which its tool result links to; kept for %s after the run (file_retention), within %s for all runs (file_retention_bytes).",
+				WorkspaceDir, store.keep, config.Size(store.maxBytes))),
+		),
+		store.readFile,
+	)
 	s.AddResource(
 		mcp.NewResource(EnvironmentsURI, "environments",
 			mcp.WithResourceDescription("The languages this server runs: tool, image, command and limits of each."),
 			mcp.WithMIMEType("application/json"),
 		),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			data, err := json.MarshalIndent(environments(o, langs, sandboxes), "", "  ")
+			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes), "", "  ")
 			if err != nil {
 				return nil, err
 			}
@@ -108,7 +147,8 @@ func instructions(sandboxes []sandbox) string {
 	}
 	return "Runs code in " + kind + " sandboxes: one tool per language. " +
 		"Print the results you need; each call starts from scratch. " +
-		"The resource " + EnvironmentsURI + " lists the languages, images and limits."
+		"The resource " + EnvironmentsURI + " lists the languages, images and limits. " +
+		"Files a program leaves in " + WorkspaceDir + " come back as links to " + FilesURITemplate + "."
 }
 
 // environment is one language in the environments resource.
@@ -118,6 +158,7 @@ type environment struct {
 	Command     []string     `json:"command"`
 	File        string       `json:"file"`
 	Description string       `json:"description"`
+	Figures     bool         `json:"figures"`
 	Limits      limitsOutput `json:"limits"`
 }
 
@@ -137,6 +178,14 @@ type limitsOutput struct {
 	ReadOnlyRootFS       bool             `json:"read_only_rootfs"`
 	Writable             []writableOutput `json:"writable"`
 	Home                 string           `json:"home"`
+	Workspace            string           `json:"workspace"`
+	WorkspaceBytes       int64            `json:"workspace_bytes"`
+	FilesInBytes         int64            `json:"files_in_bytes"`
+	MaxFilesIn           int              `json:"max_files_in"`
+	FilesOutBytes        int64            `json:"files_out_bytes"`
+	MaxFilesOut          int              `json:"max_files_out"`
+	MaxImages            int              `json:"max_images"`
+	ImageBytes           int64            `json:"image_bytes"`
 }
 
 // writableOutput is a path a run can write to, and its size; 0 when the
@@ -151,10 +200,24 @@ type environmentsOutput struct {
 	Languages map[string]environment `json:"languages"`
 	Server    string                 `json:"server"`
 	Version   string                 `json:"version"`
+	// Files is how runs' output files are kept.
+	Files filesOutput `json:"files"`
 }
 
-func environments(o Options, langs []config.Language, sandboxes []sandbox) environmentsOutput {
-	out := environmentsOutput{Server: serverName, Version: o.Version, Languages: map[string]environment{}}
+// filesOutput is how runs' output files are kept, server-wide.
+type filesOutput struct {
+	URITemplate      string  `json:"uri_template"`
+	RetentionSeconds float64 `json:"retention_seconds"`
+	RetentionBytes   int64   `json:"retention_bytes"`
+}
+
+// environments is the environments resource of a server of version,
+// whose output files store keeps.
+func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox) environmentsOutput {
+	out := environmentsOutput{
+		Server: serverName, Version: version, Languages: map[string]environment{},
+		Files: filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: store.keep.Seconds(), RetentionBytes: store.maxBytes},
+	}
 	for i, l := range langs {
 		lim, sb := l.Limits, sandboxes[i]
 		writable := make([]writableOutput, 0, len(sb.Writable))
@@ -162,7 +225,7 @@ func environments(o Options, langs []config.Language, sandboxes []sandbox) envir
 			writable = append(writable, writableOutput{Path: w.Path, Bytes: w.Bytes})
 		}
 		out.Languages[l.Name] = environment{
-			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description,
+			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description, Figures: l.Figures,
 			Limits: limitsOutput{
 				MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
 				FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
@@ -170,6 +233,10 @@ func environments(o Options, langs []config.Language, sandboxes []sandbox) envir
 				MaxTimeoutSeconds:    lim.MaxTimeout.Seconds(),
 				OutputBytesPerStream: lim.OutputBytes, CodeBytes: lim.CodeBytes,
 				Network: sb.Network, ReadOnlyRootFS: sb.ReadOnlyRoot, Writable: writable, Home: sb.Home,
+				Workspace: WorkspaceDir, WorkspaceBytes: lim.WorkspaceBytes,
+				FilesInBytes: lim.FilesInBytes, MaxFilesIn: lim.MaxFilesIn,
+				FilesOutBytes: lim.FilesOutBytes, MaxFilesOut: lim.MaxFilesOut,
+				MaxImages: lim.MaxImages, ImageBytes: lim.ImageBytes,
 			},
 		}
 	}

@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,6 +34,9 @@ type runOutput struct {
 	TimeoutSeconds       float64 `json:"timeout_seconds"`
 	Language             string  `json:"language"`
 	Image                string  `json:"image"`
+	// Files is never nil, so that it is sent as [] when there are none.
+	Files        []fileOutput `json:"files"`
+	FilesDropped int          `json:"files_dropped"`
 }
 
 // outputSchema is the JSON Schema of runOutput.
@@ -52,20 +54,37 @@ const outputSchema = `{
     "duration_ms": {"type": "integer", "minimum": 0, "description": "Wall-clock time of the run."},
     "timeout_seconds": {"type": "number", "description": "The time limit the run had."},
     "language": {"type": "string"},
-    "image": {"type": "string", "description": "The container image the program ran in."}
+    "image": {"type": "string", "description": "The container image the program ran in."},
+    "files": {
+      "type": "array",
+      "description": "Every file the program created or changed under /workspace, in path order, within the caps.",
+      "items": {
+        "type": "object",
+        "properties": {
+          "path": {"type": "string", "description": "Relative to /workspace."},
+          "size": {"type": "integer", "minimum": 0, "description": "In bytes."},
+          "mime_type": {"type": "string"},
+          "sha256": {"type": "string", "description": "Of the content, in hex."},
+          "uri": {"type": "string", "description": "Where resources/read gets the file while it is kept; empty if the run's files were not kept."}
+        },
+        "required": ["path", "size", "mime_type", "sha256", "uri"],
+        "additionalProperties": false
+      }
+    },
+    "files_dropped": {"type": "integer", "minimum": 0, "description": "Files left out of files: past max_files_out or files_out_bytes, or with a name that is not printable UTF-8."}
   },
-  "required": ["stdout", "stderr", "exit_code", "signal", "timed_out", "oom_killed", "stdout_truncated_bytes", "stderr_truncated_bytes", "duration_ms", "timeout_seconds", "language", "image"],
+  "required": ["stdout", "stderr", "exit_code", "signal", "timed_out", "oom_killed", "stdout_truncated_bytes", "stderr_truncated_bytes", "duration_ms", "timeout_seconds", "language", "image", "files", "files_dropped"],
   "additionalProperties": false
 }`
 
 // newTool describes one language's tool: the configured description with
 // what every run gets appended, so that what the model reads follows the
-// config and the spec.
-func newTool(l config.Language, sb sandbox) mcp.Tool {
+// config and the spec. keep is how long output files are kept.
+func newTool(l config.Language, sb sandbox, keep time.Duration) mcp.Tool {
 	name, lim := l.Name, l.Limits
 	maxSec := int(lim.MaxTimeout / time.Second)
 	return mcp.NewTool(l.Tool,
-		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim, sb)),
+		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim, sb)+" "+filesSentence(l, keep)),
 		mcp.WithString("code",
 			mcp.Required(),
 			mcp.MinLength(1),
@@ -75,6 +94,12 @@ func newTool(l config.Language, sb sandbox) mcp.Tool {
 			mcp.Min(1),
 			mcp.Max(maxSec),
 			mcp.Description(fmt.Sprintf("Wall-clock limit in seconds; default %d, at most %d.", int(lim.Timeout/time.Second), maxSec)),
+		),
+		mcp.WithArray("files",
+			mcp.MaxItems(lim.MaxFilesIn),
+			mcp.Items(filesItemSchema),
+			mcp.Description(fmt.Sprintf("Files to write into %s, the program's working directory, before it starts: at most %d, %s in all once decoded.",
+				WorkspaceDir, lim.MaxFilesIn, config.Size(lim.FilesInBytes))),
 		),
 		mcp.WithSchemaAdditionalProperties(false),
 		mcp.WithRawOutputSchema(json.RawMessage(outputSchema)),
@@ -97,10 +122,34 @@ func limitsSentence(l config.Limits, sb sandbox) string {
 		config.Size(l.OutputBytes/2), config.Size(l.OutputBytes))
 }
 
+// filesSentence tells a model where a language's program runs, which
+// files it gets in and which come back, and how; keep is how long output
+// files are kept.
+func filesSentence(l config.Language, keep time.Duration) string {
+	lim := l.Limits
+	s := "Files: the program runs in " + WorkspaceDir
+	if lim.MaxFilesIn > 0 && lim.FilesInBytes > 0 {
+		s += fmt.Sprintf("; the files argument puts up to %d files there first (%s in all)", lim.MaxFilesIn, config.Size(lim.FilesInBytes))
+	}
+	if lim.MaxFilesOut == 0 || lim.FilesOutBytes == 0 {
+		return s + "; no files come back."
+	}
+	s += fmt.Sprintf("; every file it creates or changes there comes back as a link readable for %s (up to %d files, %s in all)",
+		keep, lim.MaxFilesOut, config.Size(lim.FilesOutBytes))
+	if lim.MaxImages > 0 && lim.ImageBytes > 0 {
+		s += fmt.Sprintf(", PNG, JPEG, GIF and WebP images also inline (up to %d, %s each)", lim.MaxImages, config.Size(lim.ImageBytes))
+	}
+	if l.Figures {
+		s += "; so do the matplotlib figures it shows or leaves open, saved as figures/figure-N.png"
+	}
+	return s + "."
+}
+
 // toolArgs are a call's validated arguments.
 type toolArgs struct {
 	code    string
 	timeout time.Duration
+	files   []exec.File
 }
 
 // parseArgs validates a call's arguments, with messages a model can act
@@ -123,8 +172,8 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 		return toolArgs{}, errors.New(`arguments must be a JSON object: {"code": "<the program>"}, optionally with "timeout_seconds"`)
 	}
 	for k := range m {
-		if k != "code" && k != "timeout_seconds" {
-			return toolArgs{}, fmt.Errorf("unknown argument %q: this tool takes \"code\" (string) and optionally \"timeout_seconds\" (integer)", k)
+		if k != "code" && k != "timeout_seconds" && k != "files" {
+			return toolArgs{}, fmt.Errorf("unknown argument %q: this tool takes \"code\" (string) and optionally \"timeout_seconds\" (integer) and \"files\" (array)", k)
 		}
 	}
 	var a toolArgs
@@ -132,7 +181,7 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 	if !ok {
 		return a, fmt.Errorf(`missing argument "code": the %s program to run, as a string`, lang)
 	}
-	if err := json.Unmarshal(rc, &a.code); err != nil || bytes.Equal(bytes.TrimSpace(rc), []byte("null")) {
+	if err := json.Unmarshal(rc, &a.code); err != nil || isNull(rc) {
 		return a, fmt.Errorf(`argument "code" must be a string holding the %s program, not %s`, lang, jsonKind(rc))
 	}
 	if strings.TrimSpace(a.code) == "" {
@@ -146,13 +195,20 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 		// null is not a number: the schema says integer. Leaving the
 		// argument out is how a call asks for the default.
 		var f float64
-		if err := json.Unmarshal(rt, &f); err != nil || bytes.Equal(bytes.TrimSpace(rt), []byte("null")) {
+		if err := json.Unmarshal(rt, &f); err != nil || isNull(rt) {
 			return a, fmt.Errorf(`argument "timeout_seconds" must be a whole number of seconds from 1 to %d, not %s; leave it out for the default of %d`, maxSec, jsonKind(rt), int64(lim.Timeout/time.Second))
 		}
 		if f != math.Trunc(f) || f < 1 || f > float64(maxSec) {
 			return a, fmt.Errorf(`argument "timeout_seconds" is %v; want a whole number of seconds from 1 to %d`, f, maxSec)
 		}
 		a.timeout = time.Duration(f) * time.Second
+	}
+	if rf, ok := m["files"]; ok {
+		files, err := parseFiles(rf, lim)
+		if err != nil {
+			return a, err
+		}
+		a.files = files
 	}
 	return a, nil
 }
@@ -180,19 +236,24 @@ func jsonKind(raw json.RawMessage) string {
 }
 
 // toolHandler adapts one language's tool to the executor: validate the
-// arguments, run, build the result. Every failure is a result with isError
-// set, never a Go error, so the model reads it.
-func toolHandler(lang string, lim config.Limits, run RunFunc, o Options) server.ToolHandlerFunc {
+// arguments, run, keep the output files in store, build the result. Every
+// failure is a result with isError set, never a Go error, so the model
+// reads it.
+func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, o Options) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		a, err := parseArgs(req.GetRawArguments(), lang, lim)
 		if err != nil {
 			return mcp.NewToolResultError(err.Error() + ". Nothing was run."), nil
 		}
-		res, err := run(ctx, exec.Request{Language: lang, Code: a.code, Timeout: a.timeout})
+		res, err := run(ctx, exec.Request{Language: lang, Code: a.code, Timeout: a.timeout, Files: a.files})
 		if err != nil {
 			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err, o)), nil
 		}
-		return toolResult(res, lim), nil
+		kept := retention{keep: store.keep, maxBytes: store.maxBytes}
+		if len(res.Files) > 0 {
+			kept.id, _ = store.put(res.Files)
+		}
+		return toolResult(res, lim, kept), nil
 	}
 }
 
@@ -234,9 +295,11 @@ func sandboxErrorText(ctx context.Context, lang string, err error, o Options) st
 	}
 }
 
-// toolResult builds a finished run's result: text a model reads well, and
-// the same facts as structuredContent.
-func toolResult(r *exec.Result, lim config.Limits) *mcp.CallToolResult {
+// toolResult builds a finished run's result: text a model reads well,
+// then the output files' images and links (see reportFiles), and the same
+// facts as structuredContent. kept is how the files were kept.
+func toolResult(r *exec.Result, lim config.Limits, kept retention) *mcp.CallToolResult {
+	files := reportFiles(r, lim, kept)
 	out := runOutput{
 		Stdout:               strings.ToValidUTF8(string(r.Stdout), "\uFFFD"),
 		Stderr:               strings.ToValidUTF8(string(r.Stderr), "\uFFFD"),
@@ -250,21 +313,38 @@ func toolResult(r *exec.Result, lim config.Limits) *mcp.CallToolResult {
 		TimeoutSeconds:       r.Timeout.Seconds(),
 		Language:             r.Language,
 		Image:                r.Image,
+		Files:                files.files,
+		FilesDropped:         r.FilesDropped,
 	}
-	res := mcp.NewToolResultStructured(out, resultText(r, lim))
+	res := mcp.NewToolResultStructured(out, resultText(r, lim, files.line))
+	res.Content = append(res.Content, files.content...)
 	res.IsError = r.Failed()
 	return res
 }
 
 // resultText is what the model reads: on a clean run with nothing on
 // stderr exactly the program's stdout; otherwise stdout, then stderr
-// under a label, then one status line.
-func resultText(r *exec.Result, lim config.Limits) string {
+// under a label, then one status line. filesLine, if not "", is the last
+// line.
+func resultText(r *exec.Result, lim config.Limits, filesLine string) string {
+	text := outputText(r, lim, filesLine == "")
+	switch {
+	case filesLine == "":
+		return text
+	case text == "" || strings.HasSuffix(text, "\n"):
+		return text + filesLine
+	}
+	return text + "\n" + filesLine
+}
+
+// outputText is resultText without the files line. A clean run without
+// output gives "" unless nudge, then a hint to print.
+func outputText(r *exec.Result, lim config.Limits, nudge bool) string {
 	stdout := withMarker(r.Stdout, r.StdoutDropped, int(lim.OutputBytes)/2)
 	stderr := withMarker(r.Stderr, r.StderrDropped, int(lim.OutputBytes)/2)
 	clean := !r.Failed() && len(r.Stderr) == 0 && r.StdoutDropped == 0
 	if clean {
-		if len(r.Stdout) == 0 {
+		if len(r.Stdout) == 0 && nudge {
 			return "(The program finished without output. Print the results you need to stdout.)"
 		}
 		return stdout

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,7 @@ func TestParseArgs(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != tc.want {
+			if err != nil || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
@@ -104,7 +105,7 @@ func TestToolCall(t *testing.T) {
 	}
 	want := map[string]any{"stdout": "42\n", "stderr": "", "exit_code": 0.0, "signal": "", "timed_out": false, "oom_killed": false,
 		"stdout_truncated_bytes": 0.0, "stderr_truncated_bytes": 0.0, "duration_ms": 1500.0, "timeout_seconds": 30.0,
-		"language": "javascript", "image": "localhost/code-sandbox-mcp/nodejs:trixie"}
+		"language": "javascript", "image": "localhost/code-sandbox-mcp/nodejs:trixie", "files": []any{}, "files_dropped": 0.0}
 	if fmt.Sprint(sc) != fmt.Sprint(want) {
 		t.Errorf("structuredContent %v; want %v", sc, want)
 	}
@@ -207,7 +208,7 @@ func TestCancelledCallText(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	h := toolHandler("python", pythonLimits(t), run, testOptions)
+	h := toolHandler("python", pythonLimits(t), run, testOptions.fileStore(), testOptions)
 	go func() {
 		<-started
 		cancel()
@@ -261,7 +262,7 @@ func TestResultText(t *testing.T) {
 			strings.Repeat("a", head) + "\n[... 100 bytes dropped ...]\nbbb\n--- exit code 0; stdout truncated: 100 bytes dropped from the middle; 0.00s ---"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := resultText(&tc.r, lim); got != tc.want {
+			if got := resultText(&tc.r, lim, ""); got != tc.want {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
 			}
 		})
@@ -281,7 +282,7 @@ func TestToolResultFlags(t *testing.T) {
 		{exec.Result{OOMKilled: true, ExitCode: -1}, true},
 		{exec.Result{Stdout: []byte{0xff, 'a'}, StderrDropped: 5}, false},
 	} {
-		res := toolResult(&tc.r, lim)
+		res := toolResult(&tc.r, lim, retention{})
 		if res.IsError != tc.isError {
 			t.Errorf("%+v: isError %v; want %v", tc.r, res.IsError, tc.isError)
 		}

@@ -1,0 +1,370 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// fakeClock is a clock the test moves.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestFileStoreExpiry(t *testing.T) {
+	clock := newFakeClock()
+	s := newFileStore(time.Minute, 1<<20, clock.now)
+	id, ok := s.put([]exec.File{{Path: "a.txt", Data: []byte("a")}})
+	if !ok || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(id) {
+		t.Fatalf("put: %q, %v; want 32 hex digits", id, ok)
+	}
+	clock.advance(59 * time.Second)
+	if data, ok := s.get(id, "a.txt"); !ok || string(data) != "a" {
+		t.Errorf("get at 59s: %q, %v; want a", data, ok)
+	}
+	if _, ok := s.get(id, "b.txt"); ok {
+		t.Error("get of a path the run did not leave: found")
+	}
+	clock.advance(time.Second)
+	if _, ok := s.get(id, "a.txt"); ok {
+		t.Error("get at 60s: found; want expired")
+	}
+	if s.bytes != 0 || len(s.runs) != 0 || len(s.byID) != 0 {
+		t.Errorf("after expiry: %d bytes, %d runs, %d ids; want none", s.bytes, len(s.runs), len(s.byID))
+	}
+}
+
+func TestFileStoreByteCap(t *testing.T) {
+	clock := newFakeClock()
+	s := newFileStore(time.Hour, 10, clock.now)
+	four := []exec.File{{Path: "x", Data: []byte("1234")}}
+	first, _ := s.put(four)
+	second, _ := s.put(four)
+	if first == second {
+		t.Fatalf("two runs got the same id %q", first)
+	}
+	third, _ := s.put(four) // 12 bytes: the oldest goes
+	if _, ok := s.get(first, "x"); ok {
+		t.Error("the oldest run is kept past the cap")
+	}
+	for _, id := range []string{second, third} {
+		if _, ok := s.get(id, "x"); !ok {
+			t.Errorf("run %s is gone; want kept", id)
+		}
+	}
+	if s.bytes != 8 {
+		t.Errorf("%d bytes held; want 8", s.bytes)
+	}
+	// A run over the whole cap is not kept, and evicts nothing.
+	if id, ok := s.put([]exec.File{{Path: "big", Data: make([]byte, 11)}}); ok || id != "" {
+		t.Errorf("put over the cap: %q, %v; want not kept", id, ok)
+	}
+	if _, ok := s.get(second, "x"); !ok {
+		t.Error("a run over the cap evicted another")
+	}
+	// Exactly the cap fits, alone.
+	if _, ok := s.put([]exec.File{{Path: "full", Data: make([]byte, 10)}}); !ok || s.bytes != 10 || len(s.runs) != 1 {
+		t.Errorf("put of the cap: %v, %d bytes, %d runs; want kept alone", ok, s.bytes, len(s.runs))
+	}
+}
+
+func TestFileURIRoundTrip(t *testing.T) {
+	id := "0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct{ path, uri string }{
+		{"data.csv", "sandbox://runs/" + id + "/files/data.csv"},
+		{"figures/figure-1.png", "sandbox://runs/" + id + "/files/figures/figure-1.png"},
+		{"my data/a b+c.txt", "sandbox://runs/" + id + "/files/my%20data/a%20b%2Bc.txt"},
+		{"100%?#.txt", "sandbox://runs/" + id + "/files/100%25%3F%23.txt"},
+		{"ünï/files/x", "sandbox://runs/" + id + "/files/%C3%BCn%C3%AF/files/x"},
+		{"a~b_c-d.e", "sandbox://runs/" + id + "/files/a~b_c-d.e"},
+	} {
+		uri := fileURI(id, tc.path)
+		if uri != tc.uri {
+			t.Errorf("fileURI(%q) = %q; want %q", tc.path, uri, tc.uri)
+		}
+		for _, u := range []string{uri, templateURI(id, tc.path)} {
+			gotID, gotPath, ok := parseFileURI(u)
+			if !ok || gotID != id || gotPath != tc.path {
+				t.Errorf("parseFileURI(%q) = %q, %q, %v; want %q, %q", u, gotID, gotPath, ok, id, tc.path)
+			}
+		}
+		// RFC 6570 expands the template to templateURI, which mcp-go's
+		// matcher takes.
+		tmpl := mcp.NewResourceTemplate(FilesURITemplate, "x").URITemplate
+		if u := templateURI(id, tc.path); !tmpl.Regexp().MatchString(u) {
+			t.Errorf("%s does not match %s", u, FilesURITemplate)
+		}
+	}
+	for _, bad := range []string{"sandbox://environments", "sandbox://runs/", "sandbox://runs/x", "sandbox://runs/x/files/", "sandbox://runs//files/a", "sandbox://runs/x/files/%zz", "file:///etc/passwd"} {
+		if id, path, ok := parseFileURI(bad); ok {
+			t.Errorf("parseFileURI(%q) = %q, %q; want not a file URI", bad, id, path)
+		}
+	}
+}
+
+func TestFileMIMEType(t *testing.T) {
+	png := "\x89PNG\r\n\x1a\n...."
+	for _, tc := range []struct{ path, data, want string }{
+		{"plot.png", png, "image/png"},
+		{"plot.dat", png, "image/png"}, // the bytes, not the name
+		{"photo.jpg", "\xff\xd8\xff\xe0", "image/jpeg"},
+		{"anim.gif", "GIF89a..", "image/gif"},
+		{"x.webp", "RIFF\x00\x00\x00\x00WEBPVP8 ", "image/webp"},
+		{"fake.png", "not a png", "application/octet-stream"},
+		{"data.csv", "a,b", "text/csv"},
+		{"DATA.CSV", "a,b", "text/csv"},
+		{"r.json", "{}", "application/json"},
+		{"notes.md", "#", "text/markdown"},
+		{"main.py", "x", "text/x-python"},
+		{"main.js", "x", "text/javascript"},
+		{"chart.svg", "<svg/>", "image/svg+xml"},
+		{"page.html", "<p>", "text/html"},
+		{"out", "plain words\n", "text/plain"},
+		{"blob", "\x00\x01", "application/octet-stream"},
+		{"bad", "\xff\xfe", "application/octet-stream"},
+	} {
+		if got := fileMIMEType(tc.path, []byte(tc.data)); got != tc.want {
+			t.Errorf("fileMIMEType(%q, %q) = %q; want %q", tc.path, tc.data, got, tc.want)
+		}
+	}
+}
+
+// pngOf is a PNG's signature followed by n-8 bytes: enough for imageType.
+func pngOf(n int) []byte {
+	return append([]byte("\x89PNG\r\n\x1a\n"), make([]byte, n-8)...)
+}
+
+func TestResultWithFiles(t *testing.T) {
+	lim := pythonLimits(t)
+	lim.MaxImages, lim.ImageBytes = 2, 100
+	r := &exec.Result{
+		Stdout: []byte("done\n"),
+		Files: []exec.File{
+			{Path: "data.csv", Data: []byte("a,b\n1,2\n")},
+			{Path: "figures/figure-1.png", Data: pngOf(50)},
+			{Path: "figures/figure-2.png", Data: pngOf(2000)},
+			{Path: "figures/figure-3.png", Data: pngOf(60)},
+			{Path: "figures/figure-4.png", Data: pngOf(70)},
+		},
+		FilesDropped: 2,
+	}
+	kept := retention{id: "abc", keep: 15 * time.Minute, maxBytes: 1 << 20}
+	res := toolResult(r, lim, kept)
+
+	wantText := "done\nFiles in /workspace: data.csv (8B), figures/figure-1.png (50B), figures/figure-2.png (2.0KiB), figures/figure-3.png (60B), figures/figure-4.png (70B); " +
+		"2 more not returned: past max_files_out (100) or files_out_bytes (32MiB), or named with bytes that are not printable UTF-8; " +
+		"links only, not shown inline: figures/figure-2.png is over image_bytes (100B) and figures/figure-4.png is past max_images (2)"
+	if got := res.Content[0].(mcp.TextContent).Text; got != wantText {
+		t.Errorf("text\n%q\nwant\n%q", got, wantText)
+	}
+	// text, 2 images (1 and 3), 5 links.
+	if len(res.Content) != 1+2+5 {
+		t.Fatalf("%d content blocks; want 8", len(res.Content))
+	}
+	for i, want := range []string{"figures/figure-1.png", "figures/figure-3.png"} {
+		img, ok := res.Content[1+i].(mcp.ImageContent)
+		data := r.Files[map[int]int{0: 1, 1: 3}[i]].Data
+		if !ok || img.MIMEType != "image/png" || img.Data != base64.StdEncoding.EncodeToString(data) {
+			t.Errorf("block %d: %+v; want %s inline", 1+i, res.Content[1+i], want)
+		}
+	}
+	for i, f := range r.Files {
+		link, ok := res.Content[3+i].(mcp.ResourceLink)
+		if !ok || link.URI != fileURI("abc", f.Path) || link.Name != f.Path || link.Size == nil || *link.Size != int64(len(f.Data)) || link.MIMEType != fileMIMEType(f.Path, f.Data) {
+			t.Errorf("block %d: %+v; want a link to %s", 3+i, res.Content[3+i], f.Path)
+		}
+	}
+	out := res.StructuredContent.(runOutput)
+	if out.FilesDropped != 2 || len(out.Files) != 5 {
+		t.Fatalf("structured files %+v, dropped %d", out.Files, out.FilesDropped)
+	}
+	sum := sha256.Sum256([]byte("a,b\n1,2\n"))
+	want := fileOutput{Path: "data.csv", Size: 8, MIMEType: "text/csv", SHA256: hex.EncodeToString(sum[:]), URI: "sandbox://runs/abc/files/data.csv"}
+	if out.Files[0] != want {
+		t.Errorf("files[0] %+v; want %+v", out.Files[0], want)
+	}
+}
+
+// The files line follows the status line, and stands alone when the
+// program printed nothing.
+func TestResultTextFilesLine(t *testing.T) {
+	lim := pythonLimits(t)
+	kept := retention{id: "abc", keep: time.Minute, maxBytes: 1 << 20}
+	f := []exec.File{{Path: "out.txt", Data: []byte("x")}}
+	for _, tc := range []struct {
+		name string
+		r    exec.Result
+		kept retention
+		want string
+	}{
+		{"no output", exec.Result{Files: f}, kept, "Files in /workspace: out.txt (1B)"},
+		{"no newline", exec.Result{Stdout: []byte("hi"), Files: f}, kept, "hi\nFiles in /workspace: out.txt (1B)"},
+		{"failed", exec.Result{Stderr: []byte("boom\n"), ExitCode: 1, Files: f}, kept,
+			"--- stderr ---\nboom\n--- exit code 1; 0.00s ---\nFiles in /workspace: out.txt (1B)"},
+		{"only dropped", exec.Result{Stdout: []byte("hi\n"), FilesDropped: 3}, kept,
+			"hi\nFiles in /workspace: none returned; 3 not returned: past max_files_out (100) or files_out_bytes (32MiB), or named with bytes that are not printable UTF-8"},
+		{"not kept", exec.Result{Files: f}, retention{keep: time.Minute, maxBytes: 1 << 20},
+			"Files in /workspace: out.txt (1B); not kept for reading back: together they are over file_retention_bytes (1MiB)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := toolResult(&tc.r, lim, tc.kept)
+			if got := res.Content[0].(mcp.TextContent).Text; got != tc.want {
+				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+	// Not kept: no links, and no URIs.
+	res := toolResult(&exec.Result{Files: f}, lim, retention{})
+	if len(res.Content) != 1 || res.StructuredContent.(runOutput).Files[0].URI != "" {
+		t.Errorf("files not kept: content %+v, structured %+v; want no link", res.Content, res.StructuredContent)
+	}
+}
+
+func TestHumanSize(t *testing.T) {
+	for n, want := range map[int64]string{0: "0B", 1023: "1023B", 1024: "1.0KiB", 1229: "1.2KiB", 20582: "20.1KiB", 5 << 20: "5.0MiB", 3 << 30: "3.0GiB", 2048 << 30: "2048.0GiB"} {
+		if got := humanSize(n); got != want {
+			t.Errorf("humanSize(%d) = %q; want %q", n, got, want)
+		}
+	}
+}
+
+// filesClient is a client of a server whose python runs return files,
+// and whose file store reads clock.
+func filesClient(t *testing.T, clock *fakeClock, files []exec.File) *client.Client {
+	t.Helper()
+	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		return &exec.Result{Language: req.Language, Stdout: []byte("ok\n"), Files: files}, nil
+	}
+	o := testOptions
+	o.FileRetention, o.FileRetentionBytes, o.now = 15*time.Minute, 256<<20, clock.now
+	s, err := New(t.Context(), o, config.Default().Enabled(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return connect(t, s, nil)
+}
+
+// Through the real server: a result's links read back as text or blob,
+// in either form of the URI, until they expire.
+func TestReadFileResource(t *testing.T) {
+	clock := newFakeClock()
+	png := pngOf(64)
+	files := []exec.File{
+		{Path: "data.csv", Data: []byte("a,b\n")},
+		{Path: "figures/figure-1.png", Data: png},
+		{Path: "my dir/x+y.json", Data: []byte(`{"a":1}`)},
+	}
+	c := filesClient(t, clock, files)
+
+	templates, err := c.ListResourceTemplates(t.Context(), mcp.ListResourceTemplatesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(templates.ResourceTemplates) != 1 || templates.ResourceTemplates[0].URITemplate.Raw() != FilesURITemplate {
+		t.Errorf("templates %+v; want exactly %s", templates.ResourceTemplates, FilesURITemplate)
+	}
+
+	res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var links []mcp.ResourceLink
+	for _, b := range res.Content {
+		if l, ok := b.(mcp.ResourceLink); ok {
+			links = append(links, l)
+		}
+	}
+	if len(links) != 3 {
+		t.Fatalf("%d links in %+v; want 3", len(links), res.Content)
+	}
+	read := func(uri string) (mcp.ResourceContents, error) {
+		t.Helper()
+		r, err := c.ReadResource(t.Context(), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uri}})
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Contents) != 1 {
+			t.Fatalf("%s: %d contents; want 1", uri, len(r.Contents))
+		}
+		return r.Contents[0], nil
+	}
+	id, _, _ := parseFileURI(links[0].URI)
+	if want := "sandbox://runs/" + id + "/files/figures/figure-1.png"; links[1].URI != want {
+		t.Errorf("link %q; want %q", links[1].URI, want)
+	}
+	for i, l := range links {
+		for _, uri := range []string{l.URI, templateURI(id, files[i].Path)} {
+			got, err := read(uri)
+			if err != nil {
+				t.Errorf("read %s: %v", uri, err)
+				continue
+			}
+			switch files[i].Path {
+			case "figures/figure-1.png":
+				b, ok := got.(mcp.BlobResourceContents)
+				if !ok || b.URI != l.URI || b.MIMEType != "image/png" || b.Blob != base64.StdEncoding.EncodeToString(png) {
+					t.Errorf("read %s: %+v; want the PNG as a blob", uri, got)
+				}
+			default:
+				text, ok := got.(mcp.TextResourceContents)
+				if !ok || text.URI != l.URI || text.Text != string(files[i].Data) || text.MIMEType != l.MIMEType {
+					t.Errorf("read %s: %+v; want %q as text", uri, got, files[i].Data)
+				}
+			}
+		}
+	}
+
+	if _, err := read("sandbox://runs/" + id + "/files/nope.txt"); err == nil || !strings.Contains(err.Error(), "has expired or never existed") {
+		t.Errorf("read of a file the run did not leave: %v; want expired or never existed", err)
+	}
+	clock.advance(15 * time.Minute)
+	_, err = read(links[1].URI)
+	want := links[1].URI + " has expired or never existed: output files are kept for 15m0s after their run (file_retention), within 256MiB in all (file_retention_bytes)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("read after 15m: %v; want %q", err, want)
+	}
+}
+
+// The environments resource gives the file limits and retention.
+func TestEnvironmentsFiles(t *testing.T) {
+	env := readEnvironments(t, filesClient(t, newFakeClock(), nil))
+	py := env.Languages["python"]
+	l := py.Limits
+	if !py.Figures || env.Languages["javascript"].Figures {
+		t.Errorf("figures: python %v, javascript %v; want true, false", py.Figures, env.Languages["javascript"].Figures)
+	}
+	if l.Workspace != "/workspace" || l.WorkspaceBytes != 64<<20 || l.FilesInBytes != 10<<20 || l.MaxFilesIn != 100 ||
+		l.FilesOutBytes != 32<<20 || l.MaxFilesOut != 100 || l.MaxImages != 4 || l.ImageBytes != 1<<20 {
+		t.Errorf("python limits %+v", l)
+	}
+	if env.Files != (filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: 900, RetentionBytes: 256 << 20}) {
+		t.Errorf("files %+v", env.Files)
+	}
+}
