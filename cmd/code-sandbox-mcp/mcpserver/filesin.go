@@ -12,18 +12,15 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/oci"
 )
-
-// WorkspaceDir is where a run's program runs: the files a call passes in
-// are written there, and the files the program writes there come back.
-const WorkspaceDir = "/workspace"
 
 // Caps on a path of the files argument, in bytes. A component is at most
 // a Linux file name (NAME_MAX); the whole path is short enough that
-// WorkspaceDir, a slash, the path and its NUL fit PATH_MAX.
+// oci.WorkspaceDir, a slash, the path and its NUL fit PATH_MAX.
 const (
 	maxComponentBytes = 255
-	maxPathBytes      = 4096 - len(WorkspaceDir) - 2
+	maxPathBytes      = 4096 - len(oci.WorkspaceDir) - 2
 )
 
 // Encodings of a file's content in the files argument.
@@ -39,7 +36,7 @@ var filesItemSchema = map[string]any{
 		"path": map[string]any{
 			"type":        "string",
 			"minLength":   1,
-			"description": "Where the file goes, relative to " + WorkspaceDir + ", with / between directories, such as data/input.csv.",
+			"description": "Where the file goes, relative to " + oci.WorkspaceDir + ", with / between directories, such as data/input.csv.",
 		},
 		"content": map[string]any{
 			"type":        "string",
@@ -110,7 +107,7 @@ func parseFile(i int, raw json.RawMessage) (exec.File, error) {
 	}
 	rp, ok := m["path"]
 	if !ok {
-		return exec.File{}, fmt.Errorf(`%s has no "path": give where the file goes, relative to %s`, name, WorkspaceDir)
+		return exec.File{}, fmt.Errorf(`%s has no "path": give where the file goes, relative to %s`, name, oci.WorkspaceDir)
 	}
 	if err := json.Unmarshal(rp, &p); err != nil || isNull(rp) {
 		return exec.File{}, fmt.Errorf(`%s: "path" must be a string, not %s`, name, jsonKind(rp))
@@ -162,17 +159,17 @@ func decodeBase64(s string) ([]byte, error) {
 }
 
 // checkPath checks a path of the files argument: relative to
-// WorkspaceDir, slash-separated and clean, printable, within the length
+// oci.WorkspaceDir, slash-separated and clean, printable, within the length
 // caps. A backslash is refused rather than taken as part of a name: in a
 // path a model writes it is a Windows separator far more often than not.
 func checkPath(p string) error {
 	switch {
 	case p == "":
-		return errors.New(`"path" is empty: give where the file goes, relative to ` + WorkspaceDir + `, such as "data.csv"`)
+		return errors.New(`"path" is empty: give where the file goes, relative to ` + oci.WorkspaceDir + `, such as "data.csv"`)
 	case strings.ContainsRune(p, 0):
 		return fmt.Errorf("path %q holds a NUL byte", p)
 	case strings.HasPrefix(p, "/"):
-		return fmt.Errorf("path %q is absolute; give it relative to %s, the program's working directory, such as %q", p, WorkspaceDir, relativeHint(p))
+		return fmt.Errorf("path %q is absolute; give it relative to %s, the program's working directory, such as %q", p, oci.WorkspaceDir, relativeHint(p))
 	case strings.ContainsRune(p, '\\'):
 		return fmt.Errorf(`path %q holds a backslash; separate directories with "/"`, p)
 	case strings.IndexFunc(p, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
@@ -187,7 +184,7 @@ func checkPath(p string) error {
 		case c == ".":
 			return fmt.Errorf(`path %q has a "." component; write it as %q`, p, cleanHint(p))
 		case c == "..":
-			return fmt.Errorf(`path %q has a ".." component; files stay inside %s`, p, WorkspaceDir)
+			return fmt.Errorf(`path %q has a ".." component; files stay inside %s`, p, oci.WorkspaceDir)
 		case len(c) > maxComponentBytes:
 			return fmt.Errorf("path %q has a component of %d bytes; at most %d", p, len(c), maxComponentBytes)
 		}
@@ -195,9 +192,9 @@ func checkPath(p string) error {
 	return nil
 }
 
-// relativeHint is an absolute path made relative to WorkspaceDir.
+// relativeHint is an absolute path made relative to oci.WorkspaceDir.
 func relativeHint(p string) string {
-	if rest, ok := strings.CutPrefix(p, WorkspaceDir+"/"); ok && rest != "" {
+	if rest, ok := strings.CutPrefix(p, oci.WorkspaceDir+"/"); ok && rest != "" {
 		return cleanHint(rest)
 	}
 	return cleanHint(strings.TrimLeft(p, "/"))

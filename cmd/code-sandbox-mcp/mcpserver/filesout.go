@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"code-sandbox-mcp/oci"
+
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
@@ -74,7 +76,7 @@ func reportFiles(r *exec.Result, lim config.Limits, kept retention) filesReport 
 		if kept.id != "" {
 			out.URI = fileURI(kept.id, f.Path)
 			link := mcp.NewResourceLink(out.URI, f.Path,
-				fmt.Sprintf("%s/%s as the run left it; readable for %s after the run", WorkspaceDir, f.Path, kept.keep), mimeType)
+				fmt.Sprintf("%s/%s as the run left it; readable for %s after the run", oci.WorkspaceDir, f.Path, kept.keep), mimeType)
 			link.Size = &size
 			links = append(links, link)
 		}
@@ -92,9 +94,9 @@ func filesLine(listed []string, dropped int, lim config.Limits, notInline []stri
 	if len(listed) == 0 && dropped == 0 {
 		return ""
 	}
-	parts := []string{"Files in " + WorkspaceDir + ": none returned"}
+	parts := []string{"Files in " + oci.WorkspaceDir + ": none returned"}
 	if len(listed) > 0 {
-		parts[0] = "Files in " + WorkspaceDir + ": " + strings.Join(listed, ", ")
+		parts[0] = "Files in " + oci.WorkspaceDir + ": " + strings.Join(listed, ", ")
 	}
 	if dropped > 0 {
 		more := ""

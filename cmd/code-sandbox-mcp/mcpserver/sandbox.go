@@ -29,11 +29,19 @@ func describeSandbox(ctx context.Context, l config.Language) (sandbox, error) {
 	// Each run has a uid of its own, which the executor picks; nothing
 	// said of the sandbox depends on which.
 	p.UID, p.GID = 1, 1
+	// The workspace is a tmpfs the executor mounts on the host, sized by
+	// workspace_size; any host directory stands for it in the spec.
+	p.WorkspaceHostDir = "/workspace-of-each-run"
 	s, err := oci.Generate(ctx, p)
 	if err != nil {
 		return sandbox{}, fmt.Errorf("the spec of %s: %w", l.Name, err)
 	}
 	sb := sandbox{Posture: oci.Describe(s)}
+	for i, w := range sb.Writable {
+		if w.Path == oci.WorkspaceDir {
+			sb.Writable[i].Bytes = l.Limits.WorkspaceBytes
+		}
+	}
 	if s.Process != nil {
 		for _, kv := range s.Process.Env {
 			if v, ok := strings.CutPrefix(kv, "HOME="); ok {

@@ -13,6 +13,8 @@
 package mcpserver
 
 import (
+	"code-sandbox-mcp/oci"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -116,7 +118,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	s.AddResourceTemplate(
 		mcp.NewResourceTemplate(FilesURITemplate, "run files",
 			mcp.WithTemplateDescription(fmt.Sprintf("A file a run left in %s, which its tool result links to; kept for %s after the run (file_retention), within %s for all runs (file_retention_bytes).",
-				WorkspaceDir, store.keep, config.Size(store.maxBytes))),
+				oci.WorkspaceDir, store.keep, config.Size(store.maxBytes))),
 		),
 		store.readFile,
 	)
@@ -148,7 +150,7 @@ func instructions(sandboxes []sandbox) string {
 	return "Runs code in " + kind + " sandboxes: one tool per language. " +
 		"Print the results you need; each call starts from scratch. " +
 		"The resource " + EnvironmentsURI + " lists the languages, images and limits. " +
-		"Files a program leaves in " + WorkspaceDir + " come back as links to " + FilesURITemplate + "."
+		"Files a program leaves in " + oci.WorkspaceDir + " come back as links to " + FilesURITemplate + "."
 }
 
 // environment is one language in the environments resource.
@@ -233,7 +235,7 @@ func environments(version string, store *fileStore, langs []config.Language, san
 				MaxTimeoutSeconds:    lim.MaxTimeout.Seconds(),
 				OutputBytesPerStream: lim.OutputBytes, CodeBytes: lim.CodeBytes,
 				Network: sb.Network, ReadOnlyRootFS: sb.ReadOnlyRoot, Writable: writable, Home: sb.Home,
-				Workspace: WorkspaceDir, WorkspaceBytes: lim.WorkspaceBytes,
+				Workspace: oci.WorkspaceDir, WorkspaceBytes: lim.WorkspaceBytes,
 				FilesInBytes: lim.FilesInBytes, MaxFilesIn: lim.MaxFilesIn,
 				FilesOutBytes: lim.FilesOutBytes, MaxFilesOut: lim.MaxFilesOut,
 				MaxImages: lim.MaxImages, ImageBytes: lim.ImageBytes,

@@ -276,6 +276,7 @@ func TestSandboxFactsFollowTheSpec(t *testing.T) {
 		changed[i].Limits.MemoryBytes = 1 << 30
 		changed[i].Limits.CPUs = 1.5
 		changed[i].Limits.Pids = 64
+		changed[i].Limits.WorkspaceBytes = 32 << 20
 	}
 	for name, langs := range map[string][]config.Language{"defaults": config.Default().Enabled(), "changed": changed} {
 		t.Run(name, func(t *testing.T) {
@@ -292,6 +293,7 @@ func TestSandboxFactsFollowTheSpec(t *testing.T) {
 			for _, l := range langs {
 				p := oci.NewPolicy(l)
 				p.UID, p.GID = 2000000000, 2000000000
+				p.WorkspaceHostDir = t.TempDir()
 				s, err := oci.Generate(t.Context(), p)
 				if err != nil {
 					t.Fatal(err)
@@ -300,12 +302,21 @@ func TestSandboxFactsFollowTheSpec(t *testing.T) {
 				desc := descriptions[l.Tool]
 
 				// Writable: the tmpfs mounts not mounted read-only, but
-				// runc's /dev, which holds device nodes only.
+				// runc's /dev, which holds device nodes only; and the
+				// workspace, a bind of the executor's own tmpfs of
+				// workspace_size.
 				want := map[string]int64{}
 				for _, m := range s.Mounts {
-					if m.Type == "tmpfs" && !slices.Contains(m.Options, "ro") && m.Destination != "/dev" {
+					switch {
+					case slices.Contains(m.Options, "ro") || m.Destination == "/dev":
+					case m.Type == "tmpfs":
 						want[m.Destination] = sizeOption(t, m.Options)
+					case m.Type == "bind" && m.Destination == oci.WorkspaceDir:
+						want[m.Destination] = l.Limits.WorkspaceBytes
 					}
+				}
+				if _, ok := want[oci.WorkspaceDir]; !ok {
+					t.Fatalf("%s: the spec has no writable %s", l.Name, oci.WorkspaceDir)
 				}
 				if _, ok := want["/dev/shm"]; !ok {
 					t.Fatalf("%s: the spec has no writable /dev/shm; this test needs one", l.Name)

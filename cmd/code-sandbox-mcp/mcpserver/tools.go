@@ -1,6 +1,8 @@
 package mcpserver
 
 import (
+	"code-sandbox-mcp/oci"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,7 +101,7 @@ func newTool(l config.Language, sb sandbox, keep time.Duration) mcp.Tool {
 			mcp.MaxItems(lim.MaxFilesIn),
 			mcp.Items(filesItemSchema),
 			mcp.Description(fmt.Sprintf("Files to write into %s, the program's working directory, before it starts: at most %d, %s in all once decoded.",
-				WorkspaceDir, lim.MaxFilesIn, config.Size(lim.FilesInBytes))),
+				oci.WorkspaceDir, lim.MaxFilesIn, config.Size(lim.FilesInBytes))),
 		),
 		mcp.WithSchemaAdditionalProperties(false),
 		mcp.WithRawOutputSchema(json.RawMessage(outputSchema)),
@@ -127,7 +129,7 @@ func limitsSentence(l config.Limits, sb sandbox) string {
 // files are kept.
 func filesSentence(l config.Language, keep time.Duration) string {
 	lim := l.Limits
-	s := "Files: the program runs in " + WorkspaceDir
+	s := "Files: the program runs in " + oci.WorkspaceDir
 	if lim.MaxFilesIn > 0 && lim.FilesInBytes > 0 {
 		s += fmt.Sprintf("; the files argument puts up to %d files there first (%s in all)", lim.MaxFilesIn, config.Size(lim.FilesInBytes))
 	}
