@@ -119,7 +119,7 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 		if hint := runHint(cfg, err); hint != "" {
 			fmt.Fprintf(stderr, "code-sandbox-mcp run: %s\n", hint)
 		}
-		return exitSandbox
+		return runErrorStatus(err)
 	}
 	stdout.Write(res.Stdout)
 	stderr.Write(res.Stderr)
@@ -174,6 +174,16 @@ func count(n int, thing string) string {
 		return "1 " + thing
 	}
 	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// runErrorStatus is run's exit status for an error of Executor.Run: a
+// request the executor refused (too many files, a timeout over the
+// maximum) is a usage error, anything else the sandbox's.
+func runErrorStatus(err error) int {
+	if errdefs.IsInvalidArgument(err) {
+		return exitUsage
+	}
+	return exitSandbox
 }
 
 // runHint is the one thing to do about a run's error, if it is a set-up
