@@ -814,3 +814,31 @@ func TestDoctor(t *testing.T) {
 	}
 	t.Logf("doctor:\n%s", out)
 }
+
+// run --file puts a local file at its workspace path, and --out saves what
+// the program wrote, at its path, but not the input it left as it was.
+func TestRunSubcommandFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "data.csv"), []byte("a,1\nb,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "results")
+	cmd, _ := serverCommand(t, serverSpec{})
+	cmd.Dir = dir
+	cmd.Args = append(cmd.Args, "run", "--language", "python", "--file", "data.csv:in/data.csv", "--out", out, "--code",
+		"rows = open('in/data.csv').read().split()\nopen('out.txt', 'w').write(str(sum(int(r.split(',')[1]) for r in rows)))\nprint('done')")
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil || stdout.String() != "done\n" {
+		t.Fatalf("exit %v, stdout %q, stderr %q; want 0 and done", err, stdout.String(), stderr.String())
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "out.txt")); err != nil || string(b) != "3" {
+		t.Errorf("out.txt holds %q (%v); want 3", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, "in")); !os.IsNotExist(err) {
+		t.Errorf("the input left as it was was saved (%v); want only out.txt", err)
+	}
+	if !strings.Contains(stderr.String(), "saved 1 output file to "+out) {
+		t.Errorf("stderr %q; want the summary line", stderr.String())
+	}
+}

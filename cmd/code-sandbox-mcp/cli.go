@@ -31,7 +31,8 @@ const usage = `code-sandbox-mcp runs code in fresh, hardened containerd containe
 
 usage:
   code-sandbox-mcp [GLOBAL FLAGS]                  serve MCP over stdio
-  code-sandbox-mcp [GLOBAL FLAGS] run --language NAME [--timeout D] [--code STRING | FILE | -]
+  code-sandbox-mcp [GLOBAL FLAGS] run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR]
+                                      [--code STRING | FILE | -]
                                                    run one program; exit with its status
   code-sandbox-mcp [GLOBAL FLAGS] images import FILE... | list | pack ...
                                                    manage the sandbox images
@@ -52,7 +53,8 @@ environment:
 precedence: flags > environment > config file > built-in defaults.
 
 run exits with the program's exit status, 128+N if signal N killed it,
-124 if it timed out, 125 if the sandbox could not run it, 2 on usage errors.
+124 if it timed out, 125 if the sandbox could not run it, 2 on usage errors,
+1 if --out could not save every output file. run --help explains --file.
 `
 
 // globals are the flags every subcommand accepts.

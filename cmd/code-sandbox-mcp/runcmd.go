@@ -24,9 +24,11 @@ import (
 // ours (see usage for the statuses of our own).
 func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string, env lookupFunc, stdin io.Reader, stdout, stderr io.Writer, newLogger func() *slog.Logger) int {
 	var (
-		lang    string
-		code    string
-		timeout time.Duration
+		lang       string
+		code       string
+		timeout    time.Duration
+		fileValues []string
+		outDir     string
 	)
 	codeSet := false
 	fs.StringVar(&lang, "language", "", "the language: python, javascript or another configured one")
@@ -35,8 +37,13 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 		return nil
 	})
 	fs.DurationVar(&timeout, "timeout", 0, "wall-clock limit, such as 10s (default: the language's)")
+	fs.Func("file", fileUsage, func(s string) error {
+		fileValues = append(fileValues, s)
+		return nil
+	})
+	fs.StringVar(&outDir, "out", "", "save the output files (those the program wrote or changed in its working directory) beneath `DIR`, created if missing")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: code-sandbox-mcp run --language NAME [--timeout D] [--code STRING | FILE | -]")
+		fmt.Fprintln(stderr, "usage: code-sandbox-mcp run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR] [--code STRING | FILE | -]")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -59,6 +66,8 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 		fmt.Fprintf(stderr, "code-sandbox-mcp run: unknown language %q; want one of %s\n", lang, strings.Join(cfg.Names(), ", "))
 		return exitUsage
 	}
+	l, _ := cfg.Language(lang)
+	lim := l.Limits
 	rest := fs.Args()
 	switch {
 	case codeSet && len(rest) > 0:
@@ -81,6 +90,19 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 		fmt.Fprintln(stderr, "code-sandbox-mcp run: give the program with --code STRING, as FILE, or - to read stdin")
 		return exitUsage
 	}
+	files, err := readFileFlags(fileValues, lim.FilesInBytes)
+	if err != nil {
+		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		return exitUsage
+	}
+	var out *os.Root
+	if outDir != "" {
+		if out, err = openOut(outDir); err != nil {
+			fmt.Fprintf(stderr, "code-sandbox-mcp run: --out: %v\n", err)
+			return exitUsage
+		}
+		defer out.Close()
+	}
 
 	ex, err := exec.New(ctx, oneShot(execConfig(cfg, env, logger), lang))
 	if err != nil {
@@ -91,25 +113,77 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 	if err := ex.Prepare(ctx); err != nil {
 		logger.Warn("preparing the sandboxes", "err", err)
 	}
-	res, err := ex.Run(ctx, exec.Request{Language: lang, Code: code, Timeout: timeout})
+	res, err := ex.Run(ctx, exec.Request{Language: lang, Code: code, Timeout: timeout, Files: files})
 	if err != nil {
 		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
 		if hint := runHint(cfg, err); hint != "" {
 			fmt.Fprintf(stderr, "code-sandbox-mcp run: %s\n", hint)
 		}
-		return exitSandbox
+		return runErrorStatus(err)
 	}
 	stdout.Write(res.Stdout)
 	stderr.Write(res.Stderr)
-	if len(res.Stderr) > 0 && res.Stderr[len(res.Stderr)-1] != '\n' && (res.Failed() || res.StdoutDropped > 0 || res.StderrDropped > 0) {
+	filesLine := out != nil || len(res.Files) > 0 || res.FilesDropped > 0
+	if len(res.Stderr) > 0 && res.Stderr[len(res.Stderr)-1] != '\n' && (res.Failed() || res.StdoutDropped > 0 || res.StderrDropped > 0 || filesLine) {
 		fmt.Fprintln(stderr)
 	}
-	l, _ := cfg.Language(lang)
-	lim := l.Limits
 	if res.TimedOut || res.OOMKilled || res.Signal != "" || res.SignalUnknown || res.StdoutDropped > 0 || res.StderrDropped > 0 {
 		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", mcpserver.StatusLine(res, lim))
 	}
+	saved := 0
+	var saveErrs []error
+	if out != nil {
+		saved, saveErrs = saveFiles(out, res.Files)
+		for _, err := range saveErrs {
+			fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		}
+	}
+	if note := filesNote(res, lim, outDir, saved); note != "" {
+		fmt.Fprintf(stderr, "code-sandbox-mcp: %s\n", note)
+	}
+	if len(saveErrs) > 0 {
+		return exitFailure
+	}
 	return exitStatus(res)
+}
+
+// filesNote is run's line on stderr about the output files: how many it
+// saved beneath out (--out; "" without it), or that they were not saved,
+// and how many the executor left out. It is "" without --out when there
+// are none.
+func filesNote(res *exec.Result, lim config.Limits, out string, saved int) string {
+	var parts []string
+	switch n := len(res.Files); {
+	case out != "" && saved < n:
+		parts = append(parts, fmt.Sprintf("saved %d of %s to %s", saved, count(n, "output file"), out))
+	case out != "":
+		parts = append(parts, fmt.Sprintf("saved %s to %s", count(saved, "output file"), out))
+	case n > 0:
+		parts = append(parts, fmt.Sprintf("%s not saved; --out DIR saves them", count(n, "output file")))
+	}
+	if res.FilesDropped > 0 {
+		parts = append(parts, fmt.Sprintf("%s left out: over max_files_out (%d) or files_out_bytes (%s), or named in other than printable UTF-8",
+			count(res.FilesDropped, "output file"), lim.MaxFilesOut, config.Size(lim.FilesOutBytes)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// count is n things, in the plural when n is not 1.
+func count(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// runErrorStatus is run's exit status for an error of Executor.Run: a
+// request the executor refused (too many files, a timeout over the
+// maximum) is a usage error, anything else the sandbox's.
+func runErrorStatus(err error) int {
+	if errdefs.IsInvalidArgument(err) {
+		return exitUsage
+	}
+	return exitSandbox
 }
 
 // runHint is the one thing to do about a run's error, if it is a set-up

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"testing"
+
+	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/exec"
 )
@@ -28,6 +32,23 @@ func TestExitStatus(t *testing.T) {
 	} {
 		if got := exitStatus(&tc.r); got != tc.want {
 			t.Errorf("exitStatus(%+v) = %d; want %d", tc.r, got, tc.want)
+		}
+	}
+}
+
+func TestRunErrorStatus(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("101 files given, over the limit of 100: %w", errdefs.ErrInvalidArgument), exitUsage},
+		{fmt.Errorf("timeout 5m0s is over the maximum of 2m0s: %w", errdefs.ErrInvalidArgument), exitUsage},
+		{fmt.Errorf("image: %w", errdefs.ErrNotFound), exitSandbox},
+		{fmt.Errorf("%w: %w", exec.ErrNotAnswering, errdefs.ErrUnavailable), exitSandbox},
+		{context.DeadlineExceeded, exitSandbox},
+	} {
+		if got := runErrorStatus(tc.err); got != tc.want {
+			t.Errorf("runErrorStatus(%v) = %d; want %d", tc.err, got, tc.want)
 		}
 	}
 }
