@@ -207,8 +207,19 @@ type toolResult struct {
 		TimeoutSeconds       float64 `json:"timeout_seconds"`
 		Language             string  `json:"language"`
 		Image                string  `json:"image"`
+		Files                []struct {
+			Path     string `json:"path"`
+			Size     int64  `json:"size"`
+			MIMEType string `json:"mime_type"`
+			SHA256   string `json:"sha256"`
+			URI      string `json:"uri"`
+		} `json:"files"`
+		FilesDropped int `json:"files_dropped"`
 	}
 	hasOut bool
+	// images and links are the blocks after the text: the output files.
+	images []mcp.ImageContent
+	links  []mcp.ResourceLink
 }
 
 func (s *mcpServer) call(ctx context.Context, t *testing.T, tool string, args any) toolResult {
@@ -229,19 +240,33 @@ func decodeResult(t *testing.T, res *mcp.CallToolResult) toolResult {
 	return r
 }
 
-// parseResult decodes res, which must be one text with, if any, structured
-// content of toolResult.out's fields only.
+// parseResult decodes res, which must be one text, then the output files'
+// images and links, with, if any, structured content of toolResult.out's
+// fields only.
 func parseResult(res *mcp.CallToolResult) (toolResult, error) {
 	var r toolResult
 	r.isError = res.IsError
-	if len(res.Content) != 1 {
-		return r, fmt.Errorf("content %v; want one text", res.Content)
+	if len(res.Content) == 0 {
+		return r, fmt.Errorf("no content; want one text")
 	}
 	tc, ok := res.Content[0].(mcp.TextContent)
 	if !ok {
 		return r, fmt.Errorf("content %T; want text", res.Content[0])
 	}
 	r.text = tc.Text
+	for _, c := range res.Content[1:] {
+		switch c := c.(type) {
+		case mcp.ImageContent:
+			if len(r.links) > 0 {
+				return r, fmt.Errorf("an image after a link; want the images first")
+			}
+			r.images = append(r.images, c)
+		case mcp.ResourceLink:
+			r.links = append(r.links, c)
+		default:
+			return r, fmt.Errorf("content %T after the text; want images and resource links only", c)
+		}
+	}
 	if res.StructuredContent != nil {
 		data, err := json.Marshal(res.StructuredContent)
 		if err != nil {
