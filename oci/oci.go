@@ -252,29 +252,19 @@ func (p Policy) mounts() []specs.Mount {
 			Options:     []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(p.Limits.ShmBytes, 10)},
 		},
 	}
-	if p.CodeHostDir != "" {
-		m = append(m, specs.Mount{
-			Destination: CodeDir,
-			Type:        "bind",
-			Source:      p.CodeHostDir,
-			Options:     []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
-		})
-	}
-	if p.WorkspaceHostDir != "" {
-		m = append(m, specs.Mount{
-			Destination: WorkspaceDir,
-			Type:        "bind",
-			Source:      p.WorkspaceHostDir,
-			Options:     []string{"rbind", "rw", "nosuid", "nodev", "noexec"},
-		})
-	}
-	if p.HooksHostDir != "" {
-		m = append(m, specs.Mount{
-			Destination: PythonHooksDir,
-			Type:        "bind",
-			Source:      p.HooksHostDir,
-			Options:     []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
-		})
+	// Bound in from the host: the program read-only, the workspace
+	// writable, the Python hook read-only; none executable.
+	for _, b := range []struct {
+		src, dst, mode string
+	}{{p.CodeHostDir, CodeDir, "ro"}, {p.WorkspaceHostDir, WorkspaceDir, "rw"}, {p.HooksHostDir, PythonHooksDir, "ro"}} {
+		if b.src != "" {
+			m = append(m, specs.Mount{
+				Destination: b.dst,
+				Type:        "bind",
+				Source:      b.src,
+				Options:     []string{"rbind", b.mode, "nosuid", "nodev", "noexec"},
+			})
+		}
 	}
 	return m
 }

@@ -34,7 +34,9 @@ func testPolicy() Policy {
 			LockedBytes:    32 << 10,
 			Ptys:           3,
 		},
-		CodeHostDir: "/run/code-sandbox-mcp/csm-1/code",
+		CodeHostDir:      "/run/code-sandbox-mcp/csm-1/code",
+		WorkspaceHostDir: "/run/code-sandbox-mcp/csm-1/workspace",
+		HooksHostDir:     "/run/code-sandbox-mcp/csm-1/hooks",
 	}
 }
 
@@ -77,8 +79,8 @@ func TestSpecProcess(t *testing.T) {
 	if len(p.User.AdditionalGids) != 0 {
 		t.Errorf("additional gids: got %v; want none", p.User.AdditionalGids)
 	}
-	if p.Cwd != "/tmp" {
-		t.Errorf("cwd: got %q; want /tmp", p.Cwd)
+	if p.Cwd != WorkspaceDir {
+		t.Errorf("cwd: got %q; want %s", p.Cwd, WorkspaceDir)
 	}
 	if !p.NoNewPrivileges {
 		t.Error("no_new_privileges: got false; want true")
@@ -143,6 +145,17 @@ func TestSpecFilesystem(t *testing.T) {
 	if code.Type != "bind" || code.Source != "/run/code-sandbox-mcp/csm-1/code" || !hasAll(code.Options, "ro", "nosuid", "nodev", "noexec") {
 		t.Errorf("%s: got %+v; want a read-only bind of the run's code directory", CodeDir, code)
 	}
+	ws := mounts[WorkspaceDir]
+	if ws.Type != "bind" || ws.Source != "/run/code-sandbox-mcp/csm-1/workspace" || !hasAll(ws.Options, "rw", "nosuid", "nodev", "noexec") || hasAll(ws.Options, "ro") {
+		t.Errorf("%s: got %+v; want a writable, not executable bind of the run's workspace", WorkspaceDir, ws)
+	}
+	if s.Process.Cwd != WorkspaceDir {
+		t.Errorf("cwd %s; want %s", s.Process.Cwd, WorkspaceDir)
+	}
+	hooks := mounts[PythonHooksDir]
+	if hooks.Type != "bind" || hooks.Source != "/run/code-sandbox-mcp/csm-1/hooks" || !hasAll(hooks.Options, "ro", "nosuid", "nodev", "noexec") {
+		t.Errorf("%s: got %+v; want a read-only bind of the run's hook directory", PythonHooksDir, hooks)
+	}
 	if _, ok := mounts["/run"]; ok {
 		t.Error("/run: mounted; want no writable /run")
 	}
@@ -150,10 +163,11 @@ func TestSpecFilesystem(t *testing.T) {
 		len(slices.DeleteFunc(slices.Clone(pts.Options), func(o string) bool { return !strings.HasPrefix(o, "max=") })) != 1 {
 		t.Errorf("/dev/pts: got %+v; want its own devpts instance capped with max=3", pts)
 	}
-	// Nothing else of the host: every bind mount is the code directory.
+	// Nothing else of the host: every bind mount is one of the run's own
+	// directories.
 	for _, m := range s.Mounts {
-		if (m.Type == "bind" || hasAll(m.Options, "bind") || hasAll(m.Options, "rbind")) && m.Destination != CodeDir {
-			t.Errorf("host bind mount at %s from %s; want none but %s", m.Destination, m.Source, CodeDir)
+		if (m.Type == "bind" || hasAll(m.Options, "bind") || hasAll(m.Options, "rbind")) && !slices.Contains([]string{CodeDir, WorkspaceDir, PythonHooksDir}, m.Destination) {
+			t.Errorf("host bind mount at %s from %s; want none but %s, %s and %s", m.Destination, m.Source, CodeDir, WorkspaceDir, PythonHooksDir)
 		}
 	}
 	if sys := mounts["/sys"]; !hasAll(sys.Options, "ro") {
@@ -422,4 +436,30 @@ func hasAll(opts []string, want ...string) bool {
 		}
 	}
 	return true
+}
+
+func TestWithoutAWorkspaceTheWorkingDirectoryIsTmp(t *testing.T) {
+	p := testPolicy()
+	p.WorkspaceHostDir, p.HooksHostDir = "", ""
+	s := generate(t, p)
+	if s.Process.Cwd != "/tmp" {
+		t.Errorf("cwd %s; want /tmp", s.Process.Cwd)
+	}
+	for _, m := range s.Mounts {
+		if m.Destination == WorkspaceDir || m.Destination == PythonHooksDir {
+			t.Errorf("mount at %s; want none", m.Destination)
+		}
+	}
+}
+
+func TestWithPythonHooks(t *testing.T) {
+	for _, tc := range []struct{ in, want []string }{
+		{[]string{"A=1"}, []string{"A=1", "PYTHONPATH=" + PythonHooksDir}},
+		{[]string{"PYTHONPATH=/opt/lib", "B=2"}, []string{"PYTHONPATH=" + PythonHooksDir + ":/opt/lib", "B=2"}},
+		{[]string{"PYTHONPATH="}, []string{"PYTHONPATH=" + PythonHooksDir}},
+	} {
+		if got := WithPythonHooks(tc.in); !slices.Equal(got, tc.want) {
+			t.Errorf("WithPythonHooks(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
 }
