@@ -429,7 +429,7 @@ func TestEnvironmentIsOnlyWhatIsAllowed(t *testing.T) {
 			"python": {
 				"API_KEY=passed-through", "HOME=/tmp", "LANG=C.UTF-8", "MPLBACKEND=Agg",
 				"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1",
+				"PYTHONDONTWRITEBYTECODE=1", "PYTHONPATH=/opt/code-sandbox-mcp/python", "PYTHONUNBUFFERED=1",
 			},
 			"javascript": {
 				"API_KEY=passed-through", "HOME=/tmp", "LANG=C.UTF-8",

@@ -497,6 +497,7 @@ print(json.dumps({'same in /proc/1/environ': str(env == pid1), **env}))
 		"PYTHONUNBUFFERED":        "1", // the language's
 		"MPLBACKEND":              "Agg",
 		"PYTHONDONTWRITEBYTECODE": "1",
+		"PYTHONPATH":              "/opt/code-sandbox-mcp/python", // the figure hook's (figures = true)
 		"HOME":                    "/tmp",
 		"CSM_PASSED":              "passed-value",
 	})
@@ -702,7 +703,7 @@ ctypes.string_at(0)
 		"fault":                   "signal 11 core dumped False",
 		"SIGSEGV":                 "signal 11 core dumped False",
 		"pid 1 SIGSEGV to itself": "ignored",
-		"cwd":                     "/tmp",
+		"cwd":                     "/workspace",
 		"core files":              "",
 	}
 	got := probeReport(t, r)

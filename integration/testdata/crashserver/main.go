@@ -45,6 +45,7 @@ func main() {
 				FileBytes: 1 << 20, OpenFiles: 64, Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute,
 				OutputBytes: 1024, CodeBytes: 1024,
 				PendingSignals: 64, MsgQueueBytes: 64 << 10, LockedBytes: 0, Ptys: 0,
+				WorkspaceBytes: 1 << 20,
 			},
 		}},
 	})
