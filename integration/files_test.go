@@ -1,7 +1,10 @@
 package integration
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	osexec "os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +206,23 @@ func TestFilesInRefused(t *testing.T) {
 				t.Errorf("got %v; want an invalid argument saying %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A server in a mount namespace of its own mounts workspaces that
+// containerd's runc cannot see: the run is refused with a set-up error
+// that says so, rather than run with its files silently lost.
+func TestWorkspaceInAnotherMountNamespaceIsRefused(t *testing.T) {
+	cmd, _ := serverCommand(t, serverSpec{})
+	args := append([]string{"--mount", "--propagation", "private", cmd.Path}, cmd.Args[1:]...)
+	args = append(args, "run", "--language", "python", "--code", "print('ran')")
+	un := osexec.Command("unshare", args...)
+	un.Env = cmd.Env
+	var stdout, stderr bytes.Buffer
+	un.Stdout, un.Stderr = &stdout, &stderr
+	err := un.Run()
+	var exit *osexec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 125 || stdout.Len() != 0 || !strings.Contains(stderr.String(), "different mount namespaces") {
+		t.Errorf("exit %v, stdout %q, stderr %q; want 125 and the mount namespaces named", err, stdout.String(), stderr.String())
 	}
 }
