@@ -1,8 +1,6 @@
 package mcpserver
 
 import (
-	"code-sandbox-mcp/oci"
-
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
@@ -18,6 +16,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/oci"
 )
 
 // fileOutput is one output file in a result's structuredContent.

@@ -1,8 +1,6 @@
 package mcpserver
 
 import (
-	"code-sandbox-mcp/oci"
-
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +18,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/oci"
 )
 
 // runOutput is a tool result's structuredContent; outputSchema declares it.
