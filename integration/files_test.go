@@ -226,3 +226,21 @@ func TestWorkspaceInAnotherMountNamespaceIsRefused(t *testing.T) {
 		t.Errorf("exit %v, stdout %q, stderr %q; want 125 and the mount namespaces named", err, stdout.String(), stderr.String())
 	}
 }
+
+// The figure hook is compiled once, when the image is prepared, by the
+// image's own interpreter: each run's hook directory holds the .pyc that
+// Python loads instead of compiling the source at every start.
+func TestFigureHookIsCompiledAhead(t *testing.T) {
+	e := newExecutor(t, nil)
+	res, err := e.Run(testContext(t), exec.Request{Language: "python", Code: `
+import importlib.util, os, sys
+pyc = importlib.util.cache_from_source('/opt/code-sandbox-mcp/python/sitecustomize.py')
+print(os.path.exists(pyc), [f for f in sys.meta_path if getattr(f, '__name__', '') == '_PyplotFinder'] != [])
+`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Stdout) != "True True\n" {
+		t.Errorf("got %q, stderr %q; want the compiled hook there and the hook installed", res.Stdout, res.Stderr)
+	}
+}
