@@ -44,10 +44,16 @@ const compileHookTimeout = 30 * time.Second
 var cacheTag = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,32}$`)
 
 // compileHook compiles the hook with img's interpreter, in a sandbox of
-// lang's like any run's (without the hook), and returns it. It runs when
-// the image is prepared; an error only means that runs compile the hook
-// from source.
+// lang's like any run's (without the hook), and returns it; nil, and no
+// error, if the executor is closing. It runs when the image is prepared;
+// an error only means that runs compile the hook from source. It counts as
+// a run, so that Close waits for it and then for the deletion of its
+// sandbox.
 func (e *Executor) compileHook(ctx context.Context, lang config.Language, img *preparedImage) (*compiledHook, error) {
+	if !e.enter() {
+		return nil, nil
+	}
+	defer e.runs.Done()
 	ctx, cancel := context.WithTimeout(ctx, compileHookTimeout)
 	defer cancel()
 	defer context.AfterFunc(e.closing, cancel)()
@@ -56,7 +62,7 @@ func (e *Executor) compileHook(ctx context.Context, lang config.Language, img *p
 	if err != nil {
 		return nil, err
 	}
-	defer s.destroy(ctx)
+	defer e.retire(s)
 	res, err := s.execute(ctx, Request{Language: lang.Name, Code: compileHookProgram, Files: []File{{Path: "sitecustomize.py", Data: pythonHook}}}, compileHookTimeout)
 	if err != nil {
 		return nil, err

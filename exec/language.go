@@ -123,10 +123,11 @@ func (l *language) prepare(f *flight) {
 	if err == nil && l.cfg.Figures && !l.e.cfg.OneShot {
 		// Before the image is published: every sandbox made from it
 		// then gets the compiled hook.
-		if img.hook, err = l.e.compileHook(ctx, l.cfg, img); err != nil {
-			l.e.log.Warn("compile the Python figure hook: each run compiles it from source instead, about 2 ms slower", "language", l.cfg.Name, "err", err)
-			err = nil
+		hook, herr := l.e.compileHook(ctx, l.cfg, img)
+		if herr != nil && l.e.closing.Err() == nil {
+			l.e.log.Warn("compile the Python figure hook: each run compiles it from source instead, about 2 ms slower", "language", l.cfg.Name, "err", herr)
 		}
+		img.hook = hook
 	}
 	l.mu.Lock()
 	f.img, f.err = img, err
