@@ -2,7 +2,8 @@
 // one brand-new container per run, deleted with its snapshot afterwards:
 // it owns each language's readiness (its image, prepared and cached until
 // it changes, and its pool of ready sandboxes), the run's container, task,
-// captured output, deadline and kill, the cleanup and its retries, the
+// workspace (the files written in before the program and read out after
+// it), captured output, deadline and kill, the cleanup and its retries, the
 // sweep of what a crashed server left behind, and the bound on concurrent
 // runs, with every call to containerd bounded in time. It reads languages
 // in config's model but knows no configuration file, and nothing of MCP.

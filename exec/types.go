@@ -12,7 +12,9 @@ type Request struct {
 	// exceed the language's Limits.MaxTimeout.
 	Timeout time.Duration
 	// Files are written under the workspace (oci.WorkspaceDir), which is
-	// the program's working directory, before it starts; see CheckFiles.
+	// the program's working directory, before it starts. Run refuses a
+	// bad path (see CheckFile), a duplicate, a path that is also another's
+	// directory, and more than the language's MaxFilesIn or FilesInBytes.
 	Files []File
 }
 
