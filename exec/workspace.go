@@ -275,9 +275,9 @@ func collectOutputs(ws string, inputs map[string]inputSum, caps outputCaps) (fil
 }
 
 // walk calls found with the path of every regular file beneath the
-// directory dir (at path prefix), and with ok false for each one whose
-// name cannot be returned (not UTF-8, or holding a control character) or
-// that lies deeper than maxDepth. Symbolic links, FIFOs, sockets and
+// directory dir (at path prefix), and with ok false for each file or
+// directory whose name cannot be returned (not UTF-8, or holding a control
+// character) or that lies deeper than maxDepth. Symbolic links, FIFOs, sockets and
 // devices are not files to it.
 func walk(dir int, prefix string, depth int, deadline time.Time, found func(p string, ok bool)) error {
 	names, err := readDirNames(dir)
@@ -297,9 +297,7 @@ func walk(dir int, prefix string, depth int, deadline time.Time, found func(p st
 		switch {
 		case mode != unix.S_IFREG && mode != unix.S_IFDIR:
 		case !printable(name) || depth >= maxDepth:
-			if mode == unix.S_IFREG || depth >= maxDepth {
-				found(p, false)
-			}
+			found(p, false) // a directory counts once, whatever it holds
 		case mode == unix.S_IFREG:
 			found(p, true)
 		default:

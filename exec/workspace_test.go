@@ -122,3 +122,17 @@ func TestCollectOutputsGrowingFile(t *testing.T) {
 		t.Errorf("got %d files of %d bytes, %d dropped; want at most the cap, one file seen", len(files), total, dropped)
 	}
 }
+
+// A directory whose name cannot be returned counts once, and what it
+// holds is not read.
+func TestCollectOutputsOddDirectoryName(t *testing.T) {
+	dir := t.TempDir()
+	writeTree(t, dir, map[string]string{"bad\nname/a": "a", "bad\nname/b": "b", "ok.txt": "ok"})
+	files, dropped, err := collectOutputs(dir, nil, outputCaps{files: 10, bytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 1 || files[0].Path != "ok.txt" || dropped != 1 {
+		t.Errorf("got %d files, %d dropped; want ok.txt and 1 dropped", len(files), dropped)
+	}
+}
