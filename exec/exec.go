@@ -53,11 +53,6 @@ type Config struct {
 	PassEnv []string
 	// Pull allows pulling an image that is missing from the image store.
 	Pull bool
-	// OneShot says the executor serves a run or two (a CLI command), not
-	// a stream of calls: it prepares nothing that only pays off over many
-	// runs, such as the compiled figure hook (one sandbox run at
-	// preparation, to save about 2 ms a run).
-	OneShot bool
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }

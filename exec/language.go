@@ -120,15 +120,6 @@ func (l *language) prepare(f *flight) {
 	defer cancel()
 	defer context.AfterFunc(l.e.abandon, cancel)()
 	img, pulled, err := l.e.prepareImage(ctx, l.cfg)
-	if err == nil && l.cfg.Figures && !l.e.cfg.OneShot {
-		// Before the image is published: every sandbox made from it
-		// then gets the compiled hook.
-		hook, herr := l.e.compileHook(ctx, l.cfg, img)
-		if herr != nil && l.e.closing.Err() == nil {
-			l.e.log.Warn("compile the Python figure hook: each run compiles it from source instead, about 2 ms slower", "language", l.cfg.Name, "err", herr)
-		}
-		img.hook = hook
-	}
 	l.mu.Lock()
 	f.img, f.err = img, err
 	l.flight = nil

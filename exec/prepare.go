@@ -26,9 +26,6 @@ type preparedImage struct {
 	image  containerd.Image
 	target digest.Digest
 	env    []string
-	// hook is the Python figure hook compiled by the image's interpreter,
-	// for a language with figures; nil if it is not, or could not be.
-	hook *compiledHook
 }
 
 // resolveSnapshotter picks the snapshotter the daemon uses for our

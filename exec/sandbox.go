@@ -172,7 +172,7 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 	policy.WorkspaceHostDir = filepath.Join(s.dir, workspaceDir)
 	policy.UID, policy.GID = s.uid, s.uid
 	if s.lang.Figures {
-		hooks, err := writePythonHook(s.dir, img.hook)
+		hooks, err := writePythonHook(s.dir)
 		if err != nil {
 			return err
 		}

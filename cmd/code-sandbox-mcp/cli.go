@@ -314,7 +314,6 @@ func oneShot(ec exec.Config, only ...string) exec.Config {
 	if len(langs) > 0 {
 		ec.Languages = langs
 	}
-	ec.OneShot = true
 	return ec
 }
 

@@ -242,9 +242,6 @@ func TestOneShotKeepsNoPools(t *testing.T) {
 	if len(got.Languages) != 1 || got.Languages[0].Name != "python" || got.Languages[0].Pool != 0 || got.Languages[0].Image != "p" {
 		t.Errorf("oneShot(python): got %+v; want python alone, with no pool", got.Languages)
 	}
-	if !got.OneShot || ec.OneShot {
-		t.Errorf("oneShot: OneShot %v, and %v on the config it copied; want true on the copy alone", got.OneShot, ec.OneShot)
-	}
 	all := oneShot(ec)
 	if len(all.Languages) != 2 || all.Languages[0].Pool != 0 || all.Languages[1].Pool != 0 {
 		t.Errorf("oneShot(): got %+v; want both languages, with no pool", all.Languages)
