@@ -13,8 +13,6 @@
 package mcpserver
 
 import (
-	"code-sandbox-mcp/oci"
-
 	"context"
 	"encoding/json"
 	"fmt"
@@ -26,6 +24,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/oci"
 )
 
 // EnvironmentsURI is the resource that lists the configured languages.
