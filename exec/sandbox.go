@@ -29,7 +29,7 @@ type sandbox struct {
 	lang    config.Language
 	img     *preparedImage
 	id      string
-	dir     string // host directory: the program (code/) and the FIFOs
+	dir     string // host directory: the program (code/), the workspace mount, the Python hook (hooks/) and the FIFOs
 	uid     uint32 // the host uid and gid it runs as, its own; 0 before the claim
 	created time.Time
 
@@ -143,7 +143,9 @@ func (s *sandbox) labels(deadline time.Time) map[string]string {
 
 // makeDir creates the sandbox's host directory, with the owner's labels in
 // its ownerFile (a sweep proves ownership from it before deleting). Its
-// code/ subdirectory is what the sandbox sees, read-only, at oci.CodeDir.
+// code/ subdirectory is what the sandbox sees, read-only, at oci.CodeDir;
+// newSandbox mounts the workspace in it next, and createContainer writes
+// the Python hook into it.
 func (s *sandbox) makeDir(labels map[string]string) error {
 	s.dir = filepath.Join(s.e.cfg.StateDir, s.id)
 	if err := os.Mkdir(s.dir, 0o700); err != nil {
