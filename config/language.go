@@ -35,9 +35,17 @@ type Language struct {
 	// Figures saves every matplotlib figure a Python program shows or
 	// leaves open as /workspace/figures/figure-N.png.
 	Figures bool
+	// SessionDriver names the driver that keeps one interpreter of the
+	// language alive for a session: "python" or "node" (see
+	// SessionDrivers); "" means the language offers no sessions.
+	SessionDriver string
 	// Limits confine each run.
 	Limits Limits
 }
+
+// SessionDrivers are the session drivers there are, by the interpreter
+// they drive: a language's command must start that interpreter.
+var SessionDrivers = []string{"python", "node"}
 
 // Limits confine one run.
 type Limits struct {

@@ -53,6 +53,9 @@ type Config struct {
 	PassEnv []string
 	// Pull allows pulling an image that is missing from the image store.
 	Pull bool
+	// Sessions bounds the sessions of the languages that have a session
+	// driver (config.Language.SessionDriver).
+	Sessions SessionConfig
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }

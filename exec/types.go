@@ -16,6 +16,10 @@ type Request struct {
 	// bad path (see CheckFile), a duplicate, a path that is also another's
 	// directory, and more than the language's MaxFilesIn or FilesInBytes.
 	Files []File
+	// Session, if set, runs Code as the next cell of that session of
+	// Owner's (see CreateSession) instead of in a sandbox of its own.
+	Session string
+	Owner   string
 }
 
 // File is a file in a run's workspace.
@@ -60,6 +64,8 @@ type Result struct {
 	// left out: past a cap, or with a name that is not printable UTF-8.
 	Files        []File
 	FilesDropped int
+	// Session is set for a run in a session.
+	Session *SessionResult
 }
 
 // Failed reports whether the program did not finish cleanly.
