@@ -13,7 +13,9 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -27,6 +29,7 @@ type Config struct {
 	Containerd Containerd               `toml:"containerd"`
 	Sandbox    Sandbox                  `toml:"sandbox"`
 	Limits     LimitsTable              `toml:"limits"`
+	Sessions   Sessions                 `toml:"sessions"`
 	Languages  map[string]LanguageTable `toml:"languages"`
 }
 
@@ -61,6 +64,19 @@ type Sandbox struct {
 	// runs' retained files hold together, the oldest run's evicted first.
 	FileRetention      Duration `toml:"file_retention"`
 	FileRetentionBytes Size     `toml:"file_retention_bytes"`
+}
+
+// Sessions bounds the sessions: sandboxes that keep one interpreter alive
+// across calls, for the languages that have a session driver.
+type Sessions struct {
+	// MaxSessions is how many may be open at once, all owners together;
+	// 0 disables sessions.
+	MaxSessions int `toml:"max_sessions"`
+	// IdleTimeout ends a session that ran nothing for that long (a
+	// create_session call may ask for another, up to MaxLifetime);
+	// MaxLifetime ends any session that old, busy or not.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	MaxLifetime Duration `toml:"max_lifetime"`
 }
 
 // Pull policies.
@@ -232,6 +248,9 @@ type LanguageTable struct {
 	// Figures saves every matplotlib figure a Python program shows or
 	// leaves open as /workspace/figures/figure-N.png.
 	Figures bool `toml:"figures"`
+	// SessionDriver is the session driver of the interpreter Command
+	// starts, one of SessionDrivers; "" offers no sessions.
+	SessionDriver string `toml:"session_driver"`
 	// Limits overrides [limits] for this language.
 	Limits LimitOverrides `toml:"limits"`
 }
@@ -290,8 +309,9 @@ func (c *Config) decode(data, name string) error {
 		Containerd *Containerd               `toml:"containerd"`
 		Sandbox    *Sandbox                  `toml:"sandbox"`
 		Limits     *LimitsTable              `toml:"limits"`
+		Sessions   *Sessions                 `toml:"sessions"`
 		Languages  map[string]toml.Primitive `toml:"languages"`
-	}{&c.Containerd, &c.Sandbox, &c.Limits, nil}
+	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, nil}
 	md, err := toml.Decode(data, &f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -379,6 +399,10 @@ const maxFiles = 10000
 // minWorkspace is the least size of a run's /workspace.
 const minWorkspace = 1 << 20
 
+// maxSessions bounds [sessions] max_sessions: each open session holds a
+// sandbox, its shim and an interpreter for as long as it lives.
+const maxSessions = 64
+
 // minMemory is the least memory limit runc can start a container with,
 // with room for an interpreter.
 const minMemory = 8 << 20
@@ -424,6 +448,7 @@ func (c *Config) Validate() error {
 		seen[n] = true
 	}
 	errs = append(errs, validateLimits("limits", c.Limits)...)
+	errs = append(errs, validateSessions(c.Sessions)...)
 	if _, err := ParseUIDRange(c.Limits.UIDRange); err != nil {
 		bad("limits.uid_range", "%v", err)
 	}
@@ -469,9 +494,46 @@ func (c *Config) Validate() error {
 		if l.Pool < 0 || l.Pool > maxPool {
 			bad(key+".pool", "%d; want 0 (create on demand) to %d", l.Pool, maxPool)
 		}
+		if l.SessionDriver != "" && !slices.Contains(SessionDrivers, l.SessionDriver) {
+			bad(key+".session_driver", "%q is not a session driver; want one of %s (the interpreter the command starts), or \"\" for no sessions",
+				l.SessionDriver, quoteAll(SessionDrivers))
+		}
 		errs = append(errs, validateLimits(key+".limits", c.limitsFor(n))...)
 	}
 	return errors.Join(errs...)
+}
+
+// validateSessions checks the [sessions] table.
+func validateSessions(s Sessions) []error {
+	var errs []error
+	bad := func(k, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("sessions.%s: %s", k, fmt.Sprintf(format, a...)))
+	}
+	if s.MaxSessions < 0 || s.MaxSessions > maxSessions {
+		bad("max_sessions", "%d; want 0 (no sessions) to %d", s.MaxSessions, maxSessions)
+	}
+	if s.IdleTimeout <= 0 {
+		bad("idle_timeout", "%s must be greater than 0", s.IdleTimeout)
+	}
+	if s.MaxLifetime <= 0 {
+		bad("max_lifetime", "%s must be greater than 0", s.MaxLifetime)
+	}
+	if s.IdleTimeout > s.MaxLifetime {
+		bad("idle_timeout", "%s is more than max_lifetime (%s)", s.IdleTimeout, s.MaxLifetime)
+	}
+	return errs
+}
+
+// quoteAll quotes each of s and joins them, as in "a", "b" or "c".
+func quoteAll(s []string) string {
+	q := make([]string, len(s))
+	for i, v := range s {
+		q[i] = strconv.Quote(v)
+	}
+	if len(q) <= 1 {
+		return strings.Join(q, "")
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
 func validateLimits(key string, l LimitsTable) []error {

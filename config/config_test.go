@@ -32,6 +32,12 @@ func TestDefaultsValid(t *testing.T) {
 	if got, want := c.UIDs(), (UIDRange{First: 2000000000, Last: 2000065535}); got != want {
 		t.Errorf("UIDs() = %v; want %v", got, want)
 	}
+	if got, want := c.Sessions, (Sessions{MaxSessions: 4, IdleTimeout: Duration(10 * time.Minute), MaxLifetime: Duration(time.Hour)}); got != want {
+		t.Errorf("Sessions = %+v; want %+v", got, want)
+	}
+	if py, js := mustLanguage(t, c, "python"), mustLanguage(t, c, "javascript"); py.SessionDriver != "python" || js.SessionDriver != "node" {
+		t.Errorf("session drivers %q, %q; want python, node", py.SessionDriver, js.SessionDriver)
+	}
 }
 
 // exampleKeys returns every key the example file sets, as dotted paths.
@@ -77,7 +83,7 @@ func TestExampleMatchesDefaults(t *testing.T) {
 	for _, s := range []struct {
 		table string
 		v     any
-	}{{"containerd", Containerd{}}, {"sandbox", Sandbox{}}, {"limits", LimitsTable{}}, {"languages.python", LanguageTable{}}} {
+	}{{"containerd", Containerd{}}, {"sandbox", Sandbox{}}, {"limits", LimitsTable{}}, {"sessions", Sessions{}}, {"languages.python", LanguageTable{}}} {
 		rt := reflect.TypeOf(s.v)
 		for i := 0; i < rt.NumField(); i++ {
 			k := s.table + "." + rt.Field(i).Tag.Get("toml")
@@ -211,6 +217,13 @@ func TestErrors(t *testing.T) {
 		{"bad namespace", "[containerd]\nnamespace = \"a b\"", []string{"containerd.namespace"}},
 		{"wrong type", "[limits]\npids = \"many\"", []string{"bad.toml"}},
 		{"syntax", "[limits\n", []string{"bad.toml"}},
+		{"negative max sessions", "[sessions]\nmax_sessions = -1", []string{"sessions.max_sessions", "0 (no sessions) to 64"}},
+		{"too many sessions", "[sessions]\nmax_sessions = 65", []string{"sessions.max_sessions", "to 64"}},
+		{"zero idle timeout", "[sessions]\nidle_timeout = \"0s\"", []string{"sessions.idle_timeout", "greater than 0"}},
+		{"zero max lifetime", "[sessions]\nmax_lifetime = \"0s\"\nidle_timeout = \"0s\"", []string{"sessions.max_lifetime", "greater than 0"}},
+		{"idle over lifetime", "[sessions]\nidle_timeout = \"2h\"", []string{"sessions.idle_timeout", "more than max_lifetime (1h0m0s)"}},
+		{"unknown sessions key", "[sessions]\nmax = 3", []string{"sessions.max"}},
+		{"unknown session driver", "[languages.python]\nsession_driver = \"ipython\"", []string{"languages.python.session_driver", `"ipython"`, `"python" or "node"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.toml, "bad.toml")
@@ -296,16 +309,17 @@ env = ["A=1"]
 	}
 	py := mustLanguage(t, c, "python")
 	want := Language{
-		Name:        "python",
-		Image:       "localhost/code-sandbox-mcp/python:trixie",
-		Command:     []string{"python3"},
-		File:        "main.py",
-		Env:         []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
-		Runtime:     "io.containerd.runc.v2",
-		Tool:        "run_python_code",
-		Description: c.Languages["python"].Description,
-		Pool:        3,
-		Figures:     true,
+		Name:          "python",
+		Image:         "localhost/code-sandbox-mcp/python:trixie",
+		Command:       []string{"python3"},
+		File:          "main.py",
+		Env:           []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
+		Runtime:       "io.containerd.runc.v2",
+		Tool:          "run_python_code",
+		Description:   c.Languages["python"].Description,
+		Pool:          3,
+		Figures:       true,
+		SessionDriver: "python",
 		Limits: Limits{
 			MemoryBytes: 1 << 30, CPUs: 1, Pids: 128, TmpBytes: 64 << 20, ShmBytes: 8 << 20,
 			FileBytes: 64 << 20, OpenFiles: 1024, Timeout: 45 * time.Second, MaxTimeout: 90 * time.Second,
@@ -335,5 +349,49 @@ env = ["A=1"]
 	py.Command[0] = "changed"
 	if mustLanguage(t, c, "python").Command[0] != "python3" {
 		t.Error("Language shares its Command with the config")
+	}
+}
+
+// Sessions: the [sessions] table, and each language's driver, which a new
+// language has only if it says so.
+func TestSessions(t *testing.T) {
+	c, err := Parse(`
+[sessions]
+max_sessions = 0
+idle_timeout = "30s"
+max_lifetime = "5m"
+
+[languages.javascript]
+session_driver = ""
+
+[languages.py2]
+image = "example.test/python:other"
+command = ["python3", "-X", "utf8"]
+file = "main.py"
+session_driver = "python"
+
+[languages.sh]
+image = "example.test/sh:1"
+command = ["sh"]
+file = "main.sh"
+`, "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Sessions{MaxSessions: 0, IdleTimeout: Duration(30 * time.Second), MaxLifetime: Duration(5 * time.Minute)}); c.Sessions != want {
+		t.Errorf("Sessions = %+v; want %+v", c.Sessions, want)
+	}
+	for name, want := range map[string]string{"python": "python", "javascript": "", "py2": "python", "sh": ""} {
+		if got := mustLanguage(t, c, name).SessionDriver; got != want {
+			t.Errorf("languages.%s: SessionDriver %q; want %q", name, got, want)
+		}
+	}
+	// Max 64, and an idle timeout equal to the lifetime, are fine.
+	if _, err := Parse("[sessions]\nmax_sessions = 64\nidle_timeout = \"1h\"", "test.toml"); err != nil {
+		t.Error(err)
+	}
+	// A disabled language's driver is not checked, as nothing of it is.
+	if _, err := Parse("[languages.javascript]\ndisabled = true\nsession_driver = \"deno\"", "test.toml"); err != nil {
+		t.Error(err)
 	}
 }

@@ -107,16 +107,17 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 	}
 	lim := c.limitsFor(name)
 	return Language{
-		Name:        name,
-		Image:       t.Image,
-		Command:     slices.Clone(t.Command),
-		File:        t.File,
-		Env:         slices.Clone(t.Env),
-		Runtime:     cmp.Or(t.Runtime, c.Containerd.Runtime),
-		Tool:        t.Tool,
-		Description: t.Description,
-		Pool:        t.Pool,
-		Figures:     t.Figures,
+		Name:          name,
+		Image:         t.Image,
+		Command:       slices.Clone(t.Command),
+		File:          t.File,
+		Env:           slices.Clone(t.Env),
+		Runtime:       cmp.Or(t.Runtime, c.Containerd.Runtime),
+		Tool:          t.Tool,
+		Description:   t.Description,
+		Pool:          t.Pool,
+		Figures:       t.Figures,
+		SessionDriver: t.SessionDriver,
 		Limits: Limits{
 			MemoryBytes:    int64(lim.Memory),
 			CPUs:           lim.CPUs,
