@@ -56,6 +56,14 @@ type Options struct {
 	// of config.Default.
 	FileRetention      time.Duration
 	FileRetentionBytes int64
+	// Sessions opens, closes and lists sessions. Nil, or one whose
+	// SessionLimits().Max is 0, offers none: no session tools, and no
+	// session_id argument.
+	Sessions SessionManager
+	// Principal names the client a call comes from, which owns the
+	// sessions it creates and alone may use them; nil names every caller
+	// "local", the one client of a server over stdio.
+	Principal func(ctx context.Context) string
 
 	// now reads the clock of the file store; nil is time.Now.
 	now func() time.Time
@@ -95,12 +103,13 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		}
 		sandboxes[i] = sb
 	}
+	sess := newSessions(o, langs)
 	opts = append([]server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithRecovery(),
 		server.WithOutputSchemaValidation(),
-		server.WithInstructions(instructions(sandboxes)),
+		server.WithInstructions(instructions(sandboxes, sess)),
 	}, opts...)
 	s := server.NewMCPServer(serverName, o.Version, opts...)
 	hooks := s.GetHooks()
@@ -112,7 +121,10 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	hooks.AddBeforeReadResource(matchFileTemplate)
 	store := o.fileStore()
 	for i, l := range langs {
-		s.AddTool(newTool(l, sandboxes[i], store.keep), toolHandler(l.Name, l.Limits, run, store, o))
+		s.AddTool(newTool(l, sandboxes[i], store.keep, sess), toolHandler(l.Name, l.Limits, run, store, o, sess))
+	}
+	if sess != nil {
+		sess.addTools(s, o)
 	}
 	s.AddResourceTemplate(
 		mcp.NewResourceTemplate(FilesURITemplate, "run files",
@@ -127,7 +139,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 			mcp.WithMIMEType("application/json"),
 		),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes), "", "  ")
+			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes, sess), "", "  ")
 			if err != nil {
 				return nil, err
 			}
@@ -140,27 +152,36 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 }
 
 // instructions tells a model what the server is for; "network-less" only
-// if no language's spec gives a network.
-func instructions(sandboxes []sandbox) string {
+// if no language's spec gives a network, sessions only if sess offers
+// them.
+func instructions(sandboxes []sandbox, sess *sessions) string {
 	kind := "fresh, isolated"
 	if !slices.ContainsFunc(sandboxes, func(sb sandbox) bool { return sb.Network }) {
 		kind += ", network-less"
 	}
-	return "Runs code in " + kind + " sandboxes: one tool per language. " +
+	s := "Runs code in " + kind + " sandboxes: one tool per language. " +
 		"Print the results you need; each call starts from scratch. " +
 		"The resource " + EnvironmentsURI + " lists the languages, images and limits. " +
 		"Files a program leaves in " + oci.WorkspaceDir + " come back as links to " + FilesURITemplate + "."
+	if sess != nil {
+		s += " To keep state across calls (names, imports, " + oci.WorkspaceDir + "), " + createSessionTool +
+			" starts a session of " + sess.names() + " whose session_id the language's tool takes; files in and out still work per call, " +
+			listSessionsTool + " and " + closeSessionTool + " manage sessions, and without session_id a call still gets a fresh sandbox."
+	}
+	return s
 }
 
 // environment is one language in the environments resource.
 type environment struct {
-	Tool        string       `json:"tool"`
-	Image       string       `json:"image"`
-	Command     []string     `json:"command"`
-	File        string       `json:"file"`
-	Description string       `json:"description"`
-	Figures     bool         `json:"figures"`
-	Limits      limitsOutput `json:"limits"`
+	Tool        string   `json:"tool"`
+	Image       string   `json:"image"`
+	Command     []string `json:"command"`
+	File        string   `json:"file"`
+	Description string   `json:"description"`
+	Figures     bool     `json:"figures"`
+	// Sessions says whether the language's tool takes a session_id.
+	Sessions bool         `json:"sessions"`
+	Limits   limitsOutput `json:"limits"`
 }
 
 // limitsOutput is what every run of a language gets. Network, the file
@@ -203,6 +224,15 @@ type environmentsOutput struct {
 	Version   string                 `json:"version"`
 	// Files is how runs' output files are kept.
 	Files filesOutput `json:"files"`
+	// Sessions bounds the sessions; MaxSessions is 0 if there are none.
+	Sessions sessionsOutput `json:"sessions"`
+}
+
+// sessionsOutput bounds the sessions, server-wide.
+type sessionsOutput struct {
+	MaxSessions        int   `json:"max_sessions"`
+	IdleTimeoutSeconds int64 `json:"idle_timeout_seconds"`
+	MaxLifetimeSeconds int64 `json:"max_lifetime_seconds"`
 }
 
 // filesOutput is how runs' output files are kept, server-wide.
@@ -213,11 +243,15 @@ type filesOutput struct {
 }
 
 // environments is the environments resource of a server of version,
-// whose output files store keeps.
-func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox) environmentsOutput {
+// whose output files store keeps, and which offers sess.
+func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions) environmentsOutput {
 	out := environmentsOutput{
 		Server: serverName, Version: version, Languages: map[string]environment{},
 		Files: filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: store.keep.Seconds(), RetentionBytes: store.maxBytes},
+	}
+	if sess != nil {
+		out.Sessions = sessionsOutput{MaxSessions: sess.limits.Max,
+			IdleTimeoutSeconds: seconds(sess.limits.IdleTimeout), MaxLifetimeSeconds: seconds(sess.limits.MaxLifetime)}
 	}
 	for i, l := range langs {
 		lim, sb := l.Limits, sandboxes[i]
@@ -227,6 +261,7 @@ func environments(version string, store *fileStore, langs []config.Language, san
 		}
 		out.Languages[l.Name] = environment{
 			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description, Figures: l.Figures,
+			Sessions: sess.offers(l.Name),
 			Limits: limitsOutput{
 				MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
 				FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,

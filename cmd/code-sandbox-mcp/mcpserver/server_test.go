@@ -166,7 +166,7 @@ func (w *wire) result(t *testing.T, member string) map[string]any {
 // go test -run Golden -update.
 func TestToolsListGolden(t *testing.T) {
 	var w wire
-	c := connect(t, newServer(t, config.Default().Enabled(), noRun(t)), &w)
+	c := connect(t, newSessionServer(t, config.Default().Enabled(), noRun(t), &fakeSessions{limits: defaultSessionLimits()}, nil), &w)
 	res, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -190,8 +190,8 @@ func TestToolsListGolden(t *testing.T) {
 		t.Errorf("tools/list changed; if on purpose, run go test ./cmd/code-sandbox-mcp/mcpserver -run Golden -update\ngot:\n%s", got)
 	}
 
-	if len(res.Tools) != 2 {
-		t.Fatalf("%d tools; want 2", len(res.Tools))
+	if len(res.Tools) != 5 {
+		t.Fatalf("%d tools; want 5", len(res.Tools))
 	}
 	// Every array in a schema has items.
 	var v any
@@ -255,10 +255,10 @@ func TestEnvironmentsResource(t *testing.T) {
 // The instructions call the sandboxes network-less only if no spec gives
 // one a network.
 func TestInstructions(t *testing.T) {
-	if got := instructions([]sandbox{{}, {}}); !strings.Contains(got, "network-less") {
+	if got := instructions([]sandbox{{}, {}}, nil); !strings.Contains(got, "network-less") {
 		t.Errorf("instructions without a network: %q; want network-less", got)
 	}
-	if got := instructions([]sandbox{{}, {Posture: oci.Posture{Network: true}}}); strings.Contains(got, "network-less") {
+	if got := instructions([]sandbox{{}, {Posture: oci.Posture{Network: true}}}, nil); strings.Contains(got, "network-less") {
 		t.Errorf("instructions with a network: %q; want no network-less", got)
 	}
 }

@@ -38,6 +38,8 @@ type runOutput struct {
 	// Files is never nil, so that it is sent as [] when there are none.
 	Files        []fileOutput `json:"files"`
 	FilesDropped int          `json:"files_dropped"`
+	// sessionRun is there for a run in a session only.
+	*sessionRun
 }
 
 // outputSchema is the JSON Schema of runOutput.
@@ -80,12 +82,24 @@ const outputSchema = `{
 
 // newTool describes one language's tool: the configured description with
 // what every run gets appended, so that what the model reads follows the
-// config and the spec. keep is how long output files are kept.
-func newTool(l config.Language, sb sandbox, keep time.Duration) mcp.Tool {
+// config and the spec. keep is how long output files are kept; sess says
+// whether the tool takes a session_id.
+func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions) mcp.Tool {
 	name, lim := l.Name, l.Limits
 	maxSec := int(lim.MaxTimeout / time.Second)
-	return mcp.NewTool(l.Tool,
-		mcp.WithDescription(l.Description+"\n\n"+limitsSentence(lim, sb)+" "+filesSentence(l, keep)),
+	desc := l.Description + "\n\n" + limitsSentence(lim, sb) + " " + filesSentence(l, keep)
+	schema := json.RawMessage(outputSchema)
+	var session []mcp.ToolOption
+	if sess.offers(name) {
+		desc += " " + sess.sessionSentence(name)
+		schema = sessionOutputSchema
+		session = append(session, mcp.WithString("session_id",
+			mcp.MinLength(1),
+			mcp.Description("Run the code as the next cell of this session (see "+createSessionTool+"), whose state persists; leave it out for a fresh sandbox."),
+		))
+	}
+	opts := []mcp.ToolOption{
+		mcp.WithDescription(desc),
 		mcp.WithString("code",
 			mcp.Required(),
 			mcp.MinLength(1),
@@ -102,14 +116,18 @@ func newTool(l config.Language, sb sandbox, keep time.Duration) mcp.Tool {
 			mcp.Description(fmt.Sprintf("Files to write into %s, the program's working directory, before it starts: at most %d, %s in all once decoded.",
 				oci.WorkspaceDir, lim.MaxFilesIn, config.Size(lim.FilesInBytes))),
 		),
+	}
+	opts = append(opts, session...)
+	opts = append(opts,
 		mcp.WithSchemaAdditionalProperties(false),
-		mcp.WithRawOutputSchema(json.RawMessage(outputSchema)),
+		mcp.WithRawOutputSchema(schema),
 		mcp.WithTitleAnnotation("Run "+name+" code in a sandbox"),
 		mcp.WithReadOnlyHintAnnotation(true),
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
 	)
+	return mcp.NewTool(l.Tool, opts...)
 }
 
 // limitsSentence tells a model what every run of a language gets: the
@@ -151,11 +169,14 @@ type toolArgs struct {
 	code    string
 	timeout time.Duration
 	files   []exec.File
+	// session is the session to run in; "" for a fresh sandbox.
+	session string
 }
 
 // parseArgs validates a call's arguments, with messages a model can act
-// on. raw is what the client sent: JSON, or an already decoded map.
-func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
+// on. raw is what the client sent: JSON, or an already decoded map. A
+// session_id is taken if sess offers sessions of lang.
+func parseArgs(raw any, lang string, lim config.Limits, sess *sessions) (toolArgs, error) {
 	var data []byte
 	switch v := raw.(type) {
 	case nil:
@@ -173,7 +194,13 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 		return toolArgs{}, errors.New(`arguments must be a JSON object: {"code": "<the program>"}, optionally with "timeout_seconds"`)
 	}
 	for k := range m {
-		if k != "code" && k != "timeout_seconds" && k != "files" {
+		switch {
+		case k == "session_id" && !sess.offers(lang):
+			return toolArgs{}, errors.New(sess.refusal(lang))
+		case k == "session_id" || k == "code" || k == "timeout_seconds" || k == "files":
+		case sess.offers(lang):
+			return toolArgs{}, fmt.Errorf("unknown argument %q: this tool takes \"code\" (string) and optionally \"timeout_seconds\" (integer), \"files\" (array) and \"session_id\" (string)", k)
+		default:
 			return toolArgs{}, fmt.Errorf("unknown argument %q: this tool takes \"code\" (string) and optionally \"timeout_seconds\" (integer) and \"files\" (array)", k)
 		}
 	}
@@ -211,6 +238,13 @@ func parseArgs(raw any, lang string, lim config.Limits) (toolArgs, error) {
 		}
 		a.files = files
 	}
+	if rs, ok := m["session_id"]; ok {
+		id, err := parseSessionID(rs)
+		if err != nil {
+			return a, err
+		}
+		a.session = id
+	}
 	return a, nil
 }
 
@@ -240,15 +274,23 @@ func jsonKind(raw json.RawMessage) string {
 // arguments, run, keep the output files in store, build the result. Every
 // failure is a result with isError set, never a Go error, so the model
 // reads it.
-func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, o Options) server.ToolHandlerFunc {
+func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, o Options, sess *sessions) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		a, err := parseArgs(req.GetRawArguments(), lang, lim)
+		a, err := parseArgs(req.GetRawArguments(), lang, lim, sess)
 		if err != nil {
 			return mcp.NewToolResultError(err.Error() + ". Nothing was run."), nil
 		}
-		res, err := run(ctx, exec.Request{Language: lang, Code: a.code, Timeout: a.timeout, Files: a.files})
+		r := exec.Request{Language: lang, Code: a.code, Timeout: a.timeout, Files: a.files}
+		if a.session != "" {
+			r.Session, r.Owner = a.session, sess.owner(ctx)
+		}
+		res, err := run(ctx, r)
 		if err != nil {
-			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err, o)), nil
+			if a.session != "" && ctx.Err() != nil {
+				return mcp.NewToolResultError(fmt.Sprintf("The call was cancelled before the cell finished, so there is no result; the cell is being interrupted, and session %s lives on if its interpreter comes back (%s tells).",
+					a.session, listSessionsTool)), nil
+			}
+			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err, o, sess)), nil
 		}
 		kept := retention{keep: store.keep, maxBytes: store.maxBytes}
 		if len(res.Files) > 0 {
@@ -260,13 +302,19 @@ func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, 
 
 // sandboxErrorText explains why the sandbox could not run a program: what
 // is wrong, whether it is the code's fault, whether retrying helps, and
-// the one thing to do. The kind of failure is the errdefs class of err.
-func sandboxErrorText(ctx context.Context, lang string, err error, o Options) string {
+// the one thing to do. The kind of failure is the errdefs class of err,
+// once errors about sessions (of sess) are told apart.
+func sandboxErrorText(ctx context.Context, lang string, err error, o Options, sess *sessions) string {
 	ask := func(what, command string) string {
 		if command == "" {
 			return "ask the user to " + what + "."
 		}
 		return fmt.Sprintf("ask the user to %s: `%s`.", what, command)
+	}
+	if ctx.Err() == nil {
+		if text := sess.sessionErrorText(lang, err); text != "" {
+			return text
+		}
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -316,6 +364,7 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention) *mcp.CallTool
 		Image:                r.Image,
 		Files:                files.files,
 		FilesDropped:         r.FilesDropped,
+		sessionRun:           newSessionRun(r),
 	}
 	res := mcp.NewToolResultStructured(out, resultText(r, lim, files.line))
 	res.Content = append(res.Content, files.content...)
@@ -325,17 +374,20 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention) *mcp.CallTool
 
 // resultText is what the model reads: on a clean run with nothing on
 // stderr exactly the program's stdout; otherwise stdout, then stderr
-// under a label, then one status line. filesLine, if not "", is the last
-// line.
+// under a label, then one status line. filesLine, if not "", is the next
+// line, and for a run whose session ended a line saying so the last.
 func resultText(r *exec.Result, lim config.Limits, filesLine string) string {
 	text := outputText(r, lim, filesLine == "")
-	switch {
-	case filesLine == "":
-		return text
-	case text == "" || strings.HasSuffix(text, "\n"):
-		return text + filesLine
+	for _, line := range []string{filesLine, sessionLine(r)} {
+		switch {
+		case line == "":
+		case text == "" || strings.HasSuffix(text, "\n"):
+			text += line
+		default:
+			text += "\n" + line
+		}
 	}
-	return text + "\n" + filesLine
+	return text
 }
 
 // outputText is resultText without the files line. A clean run without
@@ -345,6 +397,12 @@ func outputText(r *exec.Result, lim config.Limits, nudge bool) string {
 	stderr := withMarker(r.Stderr, r.StderrDropped, int(lim.OutputBytes)/2)
 	clean := !r.Failed() && len(r.Stderr) == 0 && r.StdoutDropped == 0
 	if clean {
+		if len(r.Stdout) == 0 && nudge && r.Session != nil {
+			if r.Session.Ended != "" {
+				return "(The cell finished without output.)"
+			}
+			return fmt.Sprintf("(The cell finished without output; session %s keeps its state.)", r.Session.ID)
+		}
 		if len(r.Stdout) == 0 && nudge {
 			return "(The program finished without output. Print the results you need to stdout.)"
 		}
@@ -371,6 +429,8 @@ func outputText(r *exec.Result, lim config.Limits, nudge bool) string {
 func StatusLine(r *exec.Result, lim config.Limits) string {
 	var parts []string
 	switch {
+	case r.TimedOut && r.Session != nil && r.Session.Interrupted && r.Session.Ended == "":
+		parts = append(parts, fmt.Sprintf("timed out after %s and was interrupted; the session and its state remain", r.Timeout.Round(time.Millisecond)))
 	case r.TimedOut:
 		parts = append(parts, fmt.Sprintf("timed out after %s and was killed", r.Timeout.Round(time.Millisecond)))
 	case r.OOMKilled:

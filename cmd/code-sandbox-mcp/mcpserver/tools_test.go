@@ -46,7 +46,7 @@ func TestParseArgs(t *testing.T) {
 		{"timeout over max", json.RawMessage(`{"code":"x","timeout_seconds":121}`), toolArgs{}, "from 1 to 120"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseArgs(tc.raw, "python", lim)
+			got, err := parseArgs(tc.raw, "python", lim, nil)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("error %v; want one with %q", err, tc.wantErr)
@@ -208,7 +208,7 @@ func TestCancelledCallText(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	h := toolHandler("python", pythonLimits(t), run, testOptions.fileStore(), testOptions)
+	h := toolHandler("python", pythonLimits(t), run, testOptions.fileStore(), testOptions, nil)
 	go func() {
 		<-started
 		cancel()
