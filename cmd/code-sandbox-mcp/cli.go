@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"strings"
 	"syscall"
+	"time"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
@@ -330,6 +331,7 @@ func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Co
 		UIDs:        cfg.UIDs(),
 		UIDLockDir:  cfg.Sandbox.UIDLockDir,
 		Pull:        cfg.Sandbox.Pull == config.PullMissing,
+		Sessions:    sessionConfig(cfg),
 		Logger:      logger,
 	}
 	if ec.Concurrency == 0 {
@@ -341,6 +343,15 @@ func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Co
 		}
 	}
 	return ec
+}
+
+// sessionConfig is what [sessions] bounds, for the executor.
+func sessionConfig(cfg *config.Config) exec.SessionConfig {
+	return exec.SessionConfig{
+		Max:         cfg.Sessions.MaxSessions,
+		IdleTimeout: time.Duration(cfg.Sessions.IdleTimeout),
+		MaxLifetime: time.Duration(cfg.Sessions.MaxLifetime),
+	}
 }
 
 // passEnvNames lists the pass-through variables that are set, for logs:

@@ -17,7 +17,10 @@ import (
 )
 
 // countingRuns is an executor that counts its runs and runs nothing.
-type countingRuns struct{ runs *atomic.Int32 }
+type countingRuns struct {
+	runs *atomic.Int32
+	noSessions
+}
 
 func (c countingRuns) Run(ctx context.Context, req exec.Request) (*exec.Result, error) {
 	c.runs.Add(1)
@@ -99,7 +102,7 @@ func rawServe(t *testing.T, ex executor) (send func(string), next func() rawAnsw
 // the ids MCP allows, notifications and responses are served as before.
 func TestRequestIDs(t *testing.T) {
 	var runs atomic.Int32
-	send, next := rawServe(t, countingRuns{&runs})
+	send, next := rawServe(t, countingRuns{runs: &runs})
 	send(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"test"}}}`)
 	if a := next(); a.Error != nil || string(a.ID) != "0" {
 		t.Fatalf("initialize: answer id %s, error %+v; want id 0 and a result", a.ID, a.Error)

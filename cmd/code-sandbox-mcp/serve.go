@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -19,6 +20,9 @@ import (
 // executor is what the server uses of an *exec.Executor.
 type executor interface {
 	Run(ctx context.Context, req exec.Request) (*exec.Result, error)
+	CreateSession(ctx context.Context, owner, language string, idle time.Duration) (exec.SessionInfo, error)
+	CloseSession(owner, id string) bool
+	Sessions(owner string) []exec.SessionInfo
 	Close() error
 }
 
@@ -55,11 +59,20 @@ var errShuttingDown = errors.New("the server is shutting down")
 // would never be closed, and its pools would outlive the server.
 type lazyExecutor struct {
 	newExecutor newExecutorFunc
+	// sessions are the bounds of the executor's sessions, which
+	// SessionLimits reports before there is one.
+	sessions exec.SessionConfig
 
 	mu     sync.Mutex
 	ex     executor
 	closed bool
+	// made is ex, for what must not wait for a connect in progress
+	// (which holds mu): reading a session or closing one.
+	made atomic.Pointer[executorRef]
 }
+
+// executorRef holds an executor for an atomic.Pointer.
+type executorRef struct{ executor }
 
 // get returns the executor, connecting and preparing it if needed.
 func (l *lazyExecutor) get(ctx context.Context) (executor, error) {
@@ -76,7 +89,18 @@ func (l *lazyExecutor) get(ctx context.Context) (executor, error) {
 		return nil, err
 	}
 	l.ex = ex
+	l.made.Store(&executorRef{ex})
 	return ex, nil
+}
+
+// current returns the executor if there is one, without connecting, and
+// without waiting for a connect in progress: before one is made there are
+// no sessions.
+func (l *lazyExecutor) current() executor {
+	if r := l.made.Load(); r != nil {
+		return r.executor
+	}
+	return nil
 }
 
 // Run implements mcpserver.RunFunc.
@@ -86,6 +110,40 @@ func (l *lazyExecutor) Run(ctx context.Context, req exec.Request) (*exec.Result,
 		return nil, err
 	}
 	return ex.Run(ctx, req)
+}
+
+// CreateSession implements mcpserver.SessionManager: like Run, it
+// connects first if there is no executor yet.
+func (l *lazyExecutor) CreateSession(ctx context.Context, owner, language string, idle time.Duration) (exec.SessionInfo, error) {
+	ex, err := l.get(ctx)
+	if err != nil {
+		return exec.SessionInfo{}, err
+	}
+	return ex.CreateSession(ctx, owner, language, idle)
+}
+
+// CloseSession implements mcpserver.SessionManager. Without an executor
+// no session is open, and it connects none to say so.
+func (l *lazyExecutor) CloseSession(owner, id string) bool {
+	if ex := l.current(); ex != nil {
+		return ex.CloseSession(owner, id)
+	}
+	return false
+}
+
+// Sessions implements mcpserver.SessionManager; without an executor there
+// are none.
+func (l *lazyExecutor) Sessions(owner string) []exec.SessionInfo {
+	if ex := l.current(); ex != nil {
+		return ex.Sessions(owner)
+	}
+	return nil
+}
+
+// SessionLimits implements mcpserver.SessionManager: the bounds the
+// executor is, or will be, made with.
+func (l *lazyExecutor) SessionLimits() exec.SessionConfig {
+	return l.sessions
 }
 
 // Close closes the executor if there is one, and keeps any from being
@@ -100,6 +158,7 @@ func (l *lazyExecutor) Close() error {
 	}
 	err := l.ex.Close()
 	l.ex = nil
+	l.made.Store(nil)
 	return err
 }
 
@@ -122,10 +181,12 @@ func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Rea
 // whose id MCP does not allow are answered by screenIDs and never reach
 // mcp-go.
 func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
-	lx := &lazyExecutor{newExecutor: newExecutor}
+	lx := &lazyExecutor{newExecutor: newExecutor, sessions: sessionConfig(cfg)}
+	// Principal is left nil: over stdio there is one client, "local".
 	s, err := mcpserver.New(ctx, mcpserver.Options{
 		Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
+		Sessions: lx,
 	}, cfg.Enabled(), lx.Run)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)

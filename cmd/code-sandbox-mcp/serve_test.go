@@ -31,7 +31,7 @@ func (c *countingExecutors) new(ctx context.Context) (executor, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.created++
-	return &countedExecutor{c}, nil
+	return &countedExecutor{c: c}, nil
 }
 
 func (c *countingExecutors) counts() (created, closed int) {
@@ -40,7 +40,19 @@ func (c *countingExecutors) counts() (created, closed int) {
 	return c.created, c.closed
 }
 
-type countedExecutor struct{ c *countingExecutors }
+// noSessions is the session half of a fake executor that has none.
+type noSessions struct{}
+
+func (noSessions) CreateSession(context.Context, string, string, time.Duration) (exec.SessionInfo, error) {
+	return exec.SessionInfo{}, exec.ErrNoSessions
+}
+func (noSessions) CloseSession(owner, id string) bool       { return false }
+func (noSessions) Sessions(owner string) []exec.SessionInfo { return nil }
+
+type countedExecutor struct {
+	c *countingExecutors
+	noSessions
+}
 
 func (e *countedExecutor) Run(ctx context.Context, req exec.Request) (*exec.Result, error) {
 	return &exec.Result{Language: req.Language}, nil
@@ -169,7 +181,10 @@ func TestHints(t *testing.T) {
 }
 
 // failingExecutor fails every run with err.
-type failingExecutor struct{ err error }
+type failingExecutor struct {
+	err error
+	noSessions
+}
 
 func (e failingExecutor) Run(context.Context, exec.Request) (*exec.Result, error) { return nil, e.err }
 func (e failingExecutor) Close() error                                            { return nil }
@@ -180,7 +195,7 @@ func TestServeNamesTheImportCommand(t *testing.T) {
 	cfg := config.Default()
 	cfg.Containerd.Namespace = "elsewhere"
 	newExecutor := func(context.Context) (executor, error) {
-		return failingExecutor{fmt.Errorf("image x is not in containerd namespace elsewhere: %w", errdefs.ErrNotFound)}, nil
+		return failingExecutor{err: fmt.Errorf("image x is not in containerd namespace elsewhere: %w", errdefs.ErrNotFound)}, nil
 	}
 	clientRead, serverWrite := io.Pipe()
 	serverRead, clientWrite := io.Pipe()
