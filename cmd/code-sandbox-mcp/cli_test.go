@@ -171,6 +171,12 @@ func TestExecConfig(t *testing.T) {
 	if len(ec.Languages) != 2 {
 		t.Errorf("languages %v; want python and javascript", ec.Languages)
 	}
+	if want := (exec.SessionConfig{Max: 4, IdleTimeout: 10 * time.Minute, MaxLifetime: time.Hour}); ec.Sessions != want {
+		t.Errorf("Sessions = %+v; want %+v", ec.Sessions, want)
+	}
+	if py.SessionDriver != "python" {
+		t.Errorf("python's session driver %q; want python", py.SessionDriver)
+	}
 }
 
 func TestRealMainUsage(t *testing.T) {

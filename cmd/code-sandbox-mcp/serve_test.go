@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,6 +93,58 @@ func TestLazyExecutor(t *testing.T) {
 	}
 	if created, closed := c.counts(); created != 1 || closed != 1 {
 		t.Errorf("after Close: created %d, closed %d; want 1, 1", created, closed)
+	}
+}
+
+// sessionExecutor has one open session, s1 of local.
+type sessionExecutor struct{ countedExecutor }
+
+func (sessionExecutor) CreateSession(ctx context.Context, owner, language string, idle time.Duration) (exec.SessionInfo, error) {
+	return exec.SessionInfo{ID: "s1", Owner: owner, Language: language}, nil
+}
+func (sessionExecutor) CloseSession(owner, id string) bool { return owner == "local" && id == "s1" }
+func (sessionExecutor) Sessions(owner string) []exec.SessionInfo {
+	return []exec.SessionInfo{{ID: "s1", Owner: owner}}
+}
+
+// Listing and closing sessions never connects; creating one does, as a
+// run does. The limits are the configuration's, executor or not.
+func TestLazyExecutorSessions(t *testing.T) {
+	var c countingExecutors
+	limits := exec.SessionConfig{Max: 3, IdleTimeout: time.Minute, MaxLifetime: time.Hour}
+	lx := &lazyExecutor{newExecutor: func(ctx context.Context) (executor, error) {
+		if _, err := c.new(ctx); err != nil {
+			return nil, err
+		}
+		return &sessionExecutor{countedExecutor{c: &c}}, nil
+	}, sessions: limits}
+	if got := lx.SessionLimits(); got != limits {
+		t.Errorf("SessionLimits() = %+v; want %+v", got, limits)
+	}
+	if lx.CloseSession("local", "s1") || lx.Sessions("local") != nil {
+		t.Error("a session closed or listed before there is an executor")
+	}
+	if created, _ := c.counts(); created != 0 {
+		t.Fatalf("listing and closing created %d executors; want none", created)
+	}
+	info, err := lx.CreateSession(t.Context(), "local", "python", 0)
+	if err != nil || info.ID != "s1" {
+		t.Fatalf("CreateSession: %+v, %v", info, err)
+	}
+	if created, _ := c.counts(); created != 1 {
+		t.Errorf("CreateSession created %d executors; want 1", created)
+	}
+	if !lx.CloseSession("local", "s1") || len(lx.Sessions("local")) != 1 {
+		t.Error("the executor's sessions are not reached once it exists")
+	}
+	if err := lx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if lx.CloseSession("local", "s1") || lx.Sessions("local") != nil {
+		t.Error("sessions reached after Close")
+	}
+	if _, err := lx.CreateSession(t.Context(), "local", "python", 0); !errors.Is(err, errShuttingDown) {
+		t.Errorf("CreateSession after Close: %v; want errShuttingDown", err)
 	}
 }
 
@@ -219,6 +272,14 @@ func TestServeNamesTheImportCommand(t *testing.T) {
 	}
 	if text := res.Content[0].(mcp.TextContent).Text; !res.IsError || !strings.Contains(text, "`"+importHint(cfg)+"`") {
 		t.Errorf("result %q (isError %v); want one naming `%s`", text, res.IsError, importHint(cfg))
+	}
+	// [sessions] reaches the server: the default offers them.
+	tools, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(tools.Tools, func(tool mcp.Tool) bool { return tool.Name == "create_session" }) {
+		t.Errorf("tools %+v; want create_session with the default [sessions]", tools.Tools)
 	}
 	c.Close() // closes the server's stdin
 	if err := <-done; err != nil {
