@@ -94,15 +94,33 @@ _running = False
 # Set by our SIGINT handler when it interrupts a cell, so that a
 # KeyboardInterrupt the cell raises itself is told apart from ours.
 _interrupted = False
+# The task of a coroutine cell while our event loop runs it, and the
+# files of the loop's own code (asyncio's, selectors.py) once imported.
+_task = None
+_loop_files = ()
 
 
 def _on_sigint(signum, frame):
     global _interrupted
-    if _running:
-        _interrupted = True
-        raise KeyboardInterrupt
-    # Idle: ignore it. A read of the request channel it interrupted is
-    # retried by Python (PEP 475).
+    if not _running:
+        # Idle: ignore it. A read of the request channel it interrupted is
+        # retried by Python (PEP 475).
+        return
+    _interrupted = True
+    if _task is not None and frame is not None and frame.f_code.co_filename.startswith(_loop_files):
+        # A coroutine cell, and the event loop's own code is running (most
+        # often: waiting in select). An exception raised here could leave
+        # the loop half-way through its bookkeeping, unusable by the next
+        # cells; so cancel the task instead, as asyncio.run does, and wake
+        # the loop. The task unwinds from where it waited.
+        _task.cancel()
+        _task.get_loop().call_soon_threadsafe(_nothing)
+        return
+    raise KeyboardInterrupt
+
+
+def _nothing():
+    pass
 
 
 # ---------------------------------------------------------------- requests
@@ -274,47 +292,71 @@ class _Session:
         persists across cells (as in Jupyter), so that what a cell binds to
         it (queues, locks, tasks) still works in the next one. Tasks a cell
         leaves behind run only while a later cell awaits."""
-        global _running
+        global _running, _task, _loop_files
         import asyncio  # imported only by cells that use top-level await
 
         if self.loop is None or self.loop.is_closed():
+            if not _loop_files:
+                import selectors
+
+                here = asyncio.__file__.rpartition("/")[0] + "/"
+                _loop_files = (here, selectors.__file__)
             self.loop = asyncio.new_event_loop()
             asyncio.set_event_loop(self.loop)
         loop = self.loop
-        _running = True
         task = loop.create_task(coro)
+        _running = True
+        _task = task
         try:
             loop.run_until_complete(task)
+        except asyncio.CancelledError as err:
+            if not (_interrupted and task.cancelled()):
+                raise  # the cell's own doing: an error like any other
+            # Our SIGINT handler cancelled it: report the interrupt, with
+            # the traceback of where the cell waited.
+            interrupt = KeyboardInterrupt()
+            interrupt.__traceback__ = _where(err)
+            raise interrupt from None
         except KeyboardInterrupt as err:
-            # Raised in the loop while the task waited: the task is still
-            # pending. Cancel it and let it unwind, as asyncio.run would,
-            # so that it does not resume in a later cell, and show where it
-            # waited rather than the loop's insides.
+            # Raised in code of the cell's: in the task, which is then done,
+            # or in a callback or another task, which leaves the task
+            # pending: cancel it and let it unwind, as asyncio.run would,
+            # so that it does not resume in a later cell.
             if not task.done():
                 where = self.cancel(loop, task)
                 if where is not None:
                     err.__traceback__ = where
+            if self.loop is loop:
+                self.settle(loop)
             raise
         finally:
+            _task = None
             _running = False
 
     def cancel(self, loop, task):
         """Cancels a task and runs the loop until it ends (SIGINT still
-        interrupts that). Returns the traceback of the CancelledError it
-        raised where it waited, or None."""
+        interrupts that). Returns the traceback of where it waited, or
+        None."""
         task.cancel()
         try:
             loop.run_until_complete(task)
         except BaseException as err:
             if not task.done():  # interrupted again: give up on this loop
                 self.loop = None
-            # run_until_complete raises the task's own CancelledError (C
-            # tasks) or a new one with it as context (Python tasks).
-            for e in (err, err.__context__):
-                tb = _from_cell(getattr(e, "__traceback__", None))
-                if tb is not None:
-                    return tb
+            return _where(err)
         return None
+
+    def settle(self, loop):
+        """Runs, once, the callbacks left ready when KeyboardInterrupt came
+        out of the loop. One may be run_until_complete's own, scheduled as
+        the task ended just before: left there, it would stop the loop in
+        the middle of the next cell ("Event loop stopped before Future
+        completed"). If that is interrupted too, the loop is abandoned."""
+        try:
+            loop.stop()
+            loop.run_forever()  # runs what is ready, then stops
+        except BaseException:
+            self.loop = None
 
     def exit_code(self, err):
         """The status python3 would exit with for this SystemExit, saying
@@ -389,6 +431,17 @@ class _Session:
                 sys.stdin = sys.__stdin__ = self.stdin
             except BaseException:
                 pass
+
+
+def _where(err):
+    """The traceback, from the cell on, of a CancelledError that ended a
+    task: run_until_complete raises the task's own (C tasks) or a new one
+    with it as context (Python tasks)."""
+    for e in (err, err.__context__):
+        tb = _from_cell(getattr(e, "__traceback__", None))
+        if tb is not None:
+            return tb
+    return None
 
 
 def _from_cell(tb):
