@@ -37,6 +37,11 @@
 #   4. If the image has its own sitecustomize further along sys.path,
 #      sitecustomize.py runs it afterwards, so the image behaves as it did
 #      without the hook.
+#   5. In a session, where one interpreter runs many cells, the session
+#      driver calls end_of_cell() after each cell: it saves the figures
+#      still open that were not saved yet, as show does, and closes all
+#      figures, as Jupyter's inline backend does. Numbers keep counting
+#      across cells. (A one-shot run never calls it.)
 #
 # It must never change what the program does: __main__, sys.argv, the
 # program's tracebacks and its exit status are left alone. (One exception:
@@ -53,7 +58,17 @@ _FIGURES = "/workspace/figures"  # absolute: the program may chdir
 _NON_INTERACTIVE = ("agg", "cairo", "pdf", "pgf", "ps", "svg", "template")
 
 
+_end_of_cell = None  # set by install
+
+
+def end_of_cell():
+    """Saves the open figures not saved yet and closes all figures."""
+    if _end_of_cell is not None:
+        _end_of_cell()
+
+
 def install(pyplot):
+    global _end_of_cell
     import atexit
     import functools
     import weakref
@@ -110,8 +125,15 @@ def install(pyplot):
         except BaseException:
             pass
 
+    def end_cell():
+        try:
+            save_open()
+        finally:
+            pyplot.close("all")
+
     pyplot.show = show
     atexit.register(at_exit)
+    _end_of_cell = end_cell
 
 
 def _save(fig, next_n):
