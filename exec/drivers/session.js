@@ -45,6 +45,7 @@ const stderr = proc.stderr;
 function requestChannel() {
   let fd;
   try {
+    fs.closeSync(fs.openSync('/dev/null', 'r')); // there to take fd 0's place
     fd = fs.openSync('/proc/self/fd/0', fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch {
     return 0;
