@@ -93,6 +93,8 @@ type Executor struct {
 
 	events *eventWatch
 	exits  *exitWatch
+
+	sessions sessionTable
 }
 
 // New connects to containerd and returns an Executor. Call Prepare before
@@ -236,6 +238,7 @@ func (e *Executor) shutdown() error {
 	e.closeMu.Lock()
 	e.close()
 	e.closeMu.Unlock()
+	e.endSessions("the server is shutting down")
 	e.runs.Wait()
 	for _, l := range e.langs {
 		l.pool.wait()

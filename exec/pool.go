@@ -204,7 +204,7 @@ func (p *pool) create(ctx context.Context) (*sandbox, error) {
 	}
 	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.MaxTimeout + cleanupGrace)
 	if p.ahead.Load() {
-		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, true)
+		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, true, nil)
 		// No free uid is no fault of the stub: a sandbox without it
 		// would not get one either.
 		if err == nil || ctx.Err() != nil || errors.Is(err, ErrNoUID) {
@@ -217,7 +217,7 @@ func (p *pool) create(ctx context.Context) (*sandbox, error) {
 			e.log.Info("ready sandboxes will be created without being started while the waiting /bin/sh cannot start", "language", p.l.cfg.Name, "err", err)
 		}
 	}
-	return e.newSandbox(ctx, p.l.cfg, img, deadline, false)
+	return e.newSandbox(ctx, p.l.cfg, img, deadline, false, nil)
 }
 
 // expire replaces ready sandboxes that may no longer be used: older than

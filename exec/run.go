@@ -59,6 +59,9 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 	stop := context.AfterFunc(e.closing, cancel)
 	defer stop()
 
+	if req.Session != "" {
+		return e.runInSession(ctx, req, timeout)
+	}
 	select {
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
@@ -85,7 +88,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		return nil, err
 	}
 	// Started ahead would only add the stub's exec to the run.
-	s, err := e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), false)
+	s, err := e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), false, nil)
 	if err != nil {
 		return nil, err
 	}

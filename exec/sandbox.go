@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -46,11 +47,15 @@ type sandbox struct {
 	// start is the stub's standard input when the task was started ahead;
 	// nil when Start runs the program.
 	start *startLine
+	// session holds the streams of a session's driver, which the task
+	// runs instead of a program; nil for a one-shot sandbox.
+	session *sessionIO
 }
 
 // newSandbox makes a sandbox for lang from img. With ahead, its task is
 // started at once, on the stub, unless the environment rules that out (see
-// oci.CanWaitForStart). Objects are labelled so that anyone may reap them
+// oci.CanWaitForStart). With sio, the task runs the language's session
+// driver on those streams instead, started at once. Objects are labelled so that anyone may reap them
 // after deadline. On error nothing is left.
 //
 // Creation is not interrupted half-way when ctx ends: a cancelled call to
@@ -58,7 +63,7 @@ type sandbox struct {
 // see its object. It runs on a detached context bounded by createTimeout
 // and by Close's own bound (what it leaves then, labelled, is the next
 // server's to sweep), and ctx is checked once it is done.
-func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *preparedImage, deadline time.Time, ahead bool) (_ *sandbox, err error) {
+func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *preparedImage, deadline time.Time, ahead bool, sio *sessionIO) (_ *sandbox, err error) {
 	caller := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
@@ -73,6 +78,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 		created: time.Now(),
 		stdout:  newCapture(int(lang.Limits.OutputBytes)),
 		stderr:  newCapture(int(lang.Limits.OutputBytes)),
+		session: sio,
 	}
 	defer func() {
 		if err != nil {
@@ -94,11 +100,15 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	}
 	s.oom, s.stopOOM = e.events.track(s.id)
 	var stdin io.Reader // none: /dev/null
-	if s.start != nil {
+	var stdout, stderr io.Writer = s.stdout, s.stderr
+	switch {
+	case s.start != nil:
 		stdin = s.start
+	case sio != nil:
+		stdin, stdout, stderr = sio.in, sio.out, sio.errs
 	}
 	s.task, err = s.container.NewTask(ctx, cio.NewCreator(
-		cio.WithStreams(stdin, s.stdout, s.stderr),
+		cio.WithStreams(stdin, stdout, stderr),
 		cio.WithFIFODir(s.dir),
 	))
 	if err != nil {
@@ -120,6 +130,11 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	if s.start != nil {
 		if err := s.task.Start(ctx); err != nil {
 			return nil, fmt.Errorf("start the waiting /bin/sh in %s: %w", lang.Image, err)
+		}
+	}
+	if sio != nil {
+		if err := s.task.Start(ctx); err != nil {
+			return nil, fmt.Errorf("start the %s session driver in %s: %w", lang.SessionDriver, lang.Image, err)
 		}
 	}
 	if err := caller.Err(); err != nil {
@@ -181,7 +196,13 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 		policy.HooksHostDir = hooks
 		policy.Env = sandboxoci.WithPythonHooks(policy.Env)
 	}
-	if ahead && sandboxoci.CanWaitForStart(policy.Env) {
+	if s.session != nil {
+		args, err := writeDriver(filepath.Join(s.dir, "code"), s.lang.SessionDriver)
+		if err != nil {
+			return err
+		}
+		policy.Args = append(slices.Clone(s.lang.Command), args...)
+	} else if ahead && sandboxoci.CanWaitForStart(policy.Env) {
 		policy.WaitForStart = true
 		s.start = newStartLine()
 	}
@@ -219,7 +240,7 @@ func (s *sandbox) execute(ctx context.Context, req Request, timeout time.Duratio
 		return nil, err
 	}
 	ws := filepath.Join(s.dir, workspaceDir)
-	if err := writeInputs(ws, req.Files, s.uid); err != nil {
+	if err := writeInputs(ws, req.Files, s.uid, false); err != nil {
 		return nil, err
 	}
 
@@ -297,7 +318,7 @@ wait:
 	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
 	res.Stderr, res.StderrDropped = s.stderr.Bytes()
 	lim := s.lang.Limits
-	files, dropped, err := collectOutputs(ws, inputSums(req.Files), outputCaps{files: lim.MaxFilesOut, bytes: lim.FilesOutBytes})
+	files, dropped, err := collectOutputs(ws, baseline{inputs: inputSums(req.Files)}, outputCaps{files: lim.MaxFilesOut, bytes: lim.FilesOutBytes})
 	if err != nil {
 		return nil, fmt.Errorf("collect the output files: %w", err)
 	}
@@ -496,6 +517,10 @@ func (s *sandbox) destroy(ctx context.Context) {
 	defer context.AfterFunc(s.e.abandon, cancel)()
 	if s.start != nil {
 		s.start.close()
+	}
+	if s.session != nil {
+		// The driver reads the end of its standard input as its end.
+		s.session.inW.Close()
 	}
 	if s.task != nil {
 		// The kill matters only for a task that has not exited. Deleting

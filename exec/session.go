@@ -2,11 +2,25 @@ package exec
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
 	"time"
 
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+
+	"code-sandbox-mcp/config"
 )
 
 // A session is one sandbox, with exactly the hardening of a one-shot run,
@@ -96,25 +110,699 @@ var ErrTooManySessions = fmt.Errorf("too many sessions: %w", errdefs.ErrResource
 // driver, or of an executor whose sessions are disabled.
 var ErrNoSessions = fmt.Errorf("sessions are not available: %w", errdefs.ErrNotImplemented)
 
+const (
+	// driverStartTimeout bounds the start of a session's interpreter,
+	// once its sandbox runs: its answer to cell 0.
+	driverStartTimeout = 30 * time.Second
+	// interruptGrace is how long an interrupted cell has to stop: past
+	// it, the session is ended.
+	interruptGrace = 2 * time.Second
+	// endGrace bounds the wait for a cell's end in its second stream once
+	// it came in the first.
+	endGrace = time.Second
+	// keepEnded is how many ended sessions are remembered, so that a call
+	// naming one is told why it ended.
+	keepEnded = 256
+)
+
+// sessionTable holds an executor's sessions.
+type sessionTable struct {
+	mu       sync.Mutex
+	open     map[string]*session
+	creating int
+	ended    map[string]endedSession
+	order    []string // ended, oldest first
+}
+
+// endedSession is what is remembered of a session that ended.
+type endedSession struct {
+	owner, why string
+	at         time.Time
+}
+
+// session is one open session: its sandbox, whose task runs the driver,
+// and its bounds.
+type session struct {
+	e        *Executor
+	lang     *language
+	sb       *sandbox
+	io       *sessionIO
+	id       string
+	owner    string
+	created  time.Time
+	idle     time.Duration
+	lifetime time.Duration
+	// turn holds a token while a call runs a cell: calls on one session
+	// run one at a time.
+	turn chan struct{}
+	// done is closed when the session ends; gone when its driver's
+	// process ended, with code its status.
+	done chan struct{}
+	gone chan struct{}
+	code uint32
+
+	mu       sync.Mutex
+	busy     bool
+	lastUsed time.Time
+	cells    int
+	why      string // why it ended
+	timer    *time.Timer
+	endOnce  sync.Once
+}
+
 // CreateSession starts a session of language for owner, with the given
 // idle timeout (zero: SessionConfig.IdleTimeout; it may not exceed
-// MaxLifetime), and returns once its interpreter is ready.
+// MaxLifetime), and returns once its interpreter is ready. Creation takes
+// one of the executor's run slots while it lasts.
 func (e *Executor) CreateSession(ctx context.Context, owner, language string, idle time.Duration) (SessionInfo, error) {
-	return SessionInfo{}, fmt.Errorf("%w: not built yet", ErrNoSessions)
+	cfg := e.cfg.Sessions
+	lang, ok := e.langs[language]
+	switch {
+	case !ok:
+		return SessionInfo{}, fmt.Errorf("unknown language %q: %w", language, errdefs.ErrInvalidArgument)
+	case cfg.Max <= 0:
+		return SessionInfo{}, fmt.Errorf("%w: this server has them turned off (max_sessions = 0)", ErrNoSessions)
+	case lang.cfg.SessionDriver == "":
+		return SessionInfo{}, fmt.Errorf("%w: language %q has no session driver", ErrNoSessions, language)
+	case idle < 0 || idle > cfg.MaxLifetime:
+		return SessionInfo{}, fmt.Errorf("idle timeout %s is not between 0 and the maximum lifetime of %s: %w", idle, cfg.MaxLifetime, errdefs.ErrInvalidArgument)
+	case idle == 0:
+		idle = cfg.IdleTimeout
+	}
+	if !e.enter() {
+		return SessionInfo{}, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+	}
+	defer e.runs.Done()
+	caller := ctx
+	ctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, e.cfg.Namespace))
+	defer cancel()
+	defer context.AfterFunc(e.closing, cancel)()
+
+	if err := e.sessions.reserve(cfg.Max); err != nil {
+		return SessionInfo{}, err
+	}
+	registered := false
+	defer func() {
+		if !registered {
+			e.sessions.unreserve()
+		}
+	}()
+	select {
+	case e.slots <- struct{}{}:
+		defer func() { <-e.slots }()
+	case <-ctx.Done():
+		return SessionInfo{}, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
+	}
+	img, err := lang.ready(ctx)
+	if err != nil {
+		return SessionInfo{}, e.notAnswering(caller, err)
+	}
+	now := time.Now()
+	sio := newSessionIO(lang.cfg.Limits.OutputBytes)
+	sb, err := e.newSandbox(ctx, lang.cfg, img, now.Add(cfg.MaxLifetime+cleanupGrace), false, sio)
+	if err != nil {
+		return SessionInfo{}, e.notAnswering(caller, err)
+	}
+	ss := &session{
+		e: e, lang: lang, sb: sb, io: sio,
+		id: newSessionID(), owner: owner,
+		created: now, lastUsed: now, idle: idle, lifetime: cfg.MaxLifetime,
+		turn: make(chan struct{}, 1), done: make(chan struct{}), gone: make(chan struct{}),
+		busy: true, // until it is ready: watch leaves its end to us
+	}
+	go ss.watch()
+	// Cell 0 runs nothing: its answer says the interpreter is up.
+	c, err := ss.cell(ctx, "", 0, driverStartTimeout)
+	if err == nil && (c.ended != "" || c.status.Status != "ok") {
+		err = fmt.Errorf("the %s session driver did not start: %s%s: %w", lang.cfg.SessionDriver, c.failure(), quoteTail(c.stderr), errdefs.ErrFailedPrecondition)
+	}
+	if err != nil {
+		ss.end("it did not start")
+		return SessionInfo{}, e.notAnswering(caller, err)
+	}
+	e.sessions.add(ss)
+	registered = true
+	ss.mu.Lock()
+	ss.busy = false
+	ss.timer = time.AfterFunc(time.Until(ss.expiresLocked()), ss.expire)
+	gone := isClosed(ss.gone)
+	ss.mu.Unlock()
+	if gone {
+		ss.end(ss.goneReason())
+		return SessionInfo{}, fmt.Errorf("the %s session driver ended as it started: %s: %w", lang.cfg.SessionDriver, ss.goneReason(), errdefs.ErrFailedPrecondition)
+	}
+	e.log.Info("session created", "session", ss.id, "run", sb.id, "language", language, "took", time.Since(now))
+	return ss.info(), nil
 }
 
 // CloseSession ends owner's session id. It reports whether the session
 // was open; closing a session that is not is no error.
 func (e *Executor) CloseSession(owner, id string) bool {
-	return false
+	ss := e.sessions.get(owner, id)
+	if ss == nil {
+		return false
+	}
+	ss.end("closed by close_session")
+	return true
 }
 
 // Sessions lists owner's open sessions, oldest first.
 func (e *Executor) Sessions(owner string) []SessionInfo {
-	return nil
+	e.sessions.mu.Lock()
+	var list []*session
+	for _, ss := range e.sessions.open {
+		if ss.owner == owner {
+			list = append(list, ss)
+		}
+	}
+	e.sessions.mu.Unlock()
+	out := make([]SessionInfo, 0, len(list))
+	for _, ss := range list {
+		out = append(out, ss.info())
+	}
+	slices.SortFunc(out, func(a, b SessionInfo) int { return a.Created.Compare(b.Created) })
+	return out
 }
 
 // SessionLimits returns the executor's bounds on sessions.
 func (e *Executor) SessionLimits() SessionConfig {
 	return e.cfg.Sessions
+}
+
+// endSessions ends every session, at shutdown.
+func (e *Executor) endSessions(why string) {
+	e.sessions.mu.Lock()
+	list := make([]*session, 0, len(e.sessions.open))
+	for _, ss := range e.sessions.open {
+		list = append(list, ss)
+	}
+	e.sessions.mu.Unlock()
+	for _, ss := range list {
+		ss.end(why)
+	}
+}
+
+// runInSession runs req's code as the next cell of its session. The call
+// waits for its turn (cancellably), then for a run slot.
+func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.Duration) (*Result, error) {
+	ss := e.sessions.get(req.Owner, req.Session)
+	if ss == nil {
+		return nil, e.sessions.noSession(req.Owner, req.Session)
+	}
+	if ss.lang.cfg.Name != req.Language {
+		return nil, fmt.Errorf("session %s runs %s, not %s: call its own language's tool: %w", ss.id, ss.lang.cfg.Name, req.Language, errdefs.ErrInvalidArgument)
+	}
+	select {
+	case ss.turn <- struct{}{}:
+		defer func() { <-ss.turn }()
+	case <-ss.done:
+		return nil, e.sessions.noSession(req.Owner, req.Session)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the session's previous call to end: %w", context.Cause(ctx))
+	}
+	select {
+	case e.slots <- struct{}{}:
+		defer func() { <-e.slots }()
+	case <-ss.done:
+		return nil, e.sessions.noSession(req.Owner, req.Session)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
+	}
+	n, ok := ss.startCall()
+	if !ok {
+		return nil, e.sessions.noSession(req.Owner, req.Session)
+	}
+	defer ss.endCall()
+
+	ws := filepath.Join(ss.sb.dir, workspaceDir)
+	if err := writeInputs(ws, req.Files, ss.sb.uid, true); err != nil {
+		return nil, err
+	}
+	before, err := stamps(ws)
+	if err != nil {
+		return nil, fmt.Errorf("read the workspace: %w", err)
+	}
+	start := time.Now()
+	c, err := ss.cell(ctx, req.Code, n, timeout)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{
+		Language: req.Language, Image: ss.lang.cfg.Image,
+		Stdout: c.stdout, StdoutDropped: c.stdoutDropped,
+		Stderr: c.stderr, StderrDropped: c.stderrDropped,
+		Timeout: timeout, Duration: c.took,
+		TimedOut: c.timedOut,
+	}
+	switch {
+	case c.gone:
+		res.ExitCode = int(ss.code)
+		ss.sb.explain(res, ss.code)
+	case c.ended != "":
+		// Killed for ignoring its interrupt, or a driver that broke
+		// the protocol.
+		res.ExitCode, res.Signal = 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
+	default:
+		res.ExitCode = c.status.ExitCode
+		if c.status.Status == "interrupted" {
+			res.Signal = signalName(syscall.SIGINT)
+		}
+	}
+	if c.ended == "" {
+		lim := ss.lang.cfg.Limits
+		files, dropped, err := collectOutputs(ws, baseline{inputs: inputSums(req.Files), stamps: before}, outputCaps{files: lim.MaxFilesOut, bytes: lim.FilesOutBytes})
+		if err != nil {
+			return nil, fmt.Errorf("collect the output files: %w", err)
+		}
+		res.Files, res.FilesDropped = files, dropped
+	}
+	res.Session = &SessionResult{ID: ss.id, ExecutionCount: n, Interrupted: c.interrupted && c.ended == "", Ended: c.ended}
+	if c.ended != "" {
+		ss.end(c.ended)
+	} else {
+		ss.mu.Lock()
+		ss.lastUsed = time.Now()
+		res.Session.ExpiresAt = ss.expiresLocked()
+		ss.mu.Unlock()
+	}
+	e.log.Debug("session cell", "session", ss.id, "cell", n, "took", time.Since(start))
+	return res, nil
+}
+
+// driverStatus is the status line a driver writes after a cell's end
+// token on its standard output.
+type driverStatus struct {
+	Status   string `json:"status"` // ok, error, exit, interrupted
+	ExitCode int    `json:"exit_code"`
+}
+
+// cellOutcome is how a cell ended.
+type cellOutcome struct {
+	stdout, stderr               []byte
+	stdoutDropped, stderrDropped int64
+	status                       driverStatus
+	took                         time.Duration
+	// interrupted: the cell was sent SIGINT, at its timeout (timedOut)
+	// or because its call was cancelled.
+	interrupted, timedOut bool
+	// gone: the driver's process ended (see session.code).
+	gone bool
+	// ended says why the session must end, or ended; "" if it lives on.
+	ended string
+}
+
+// failure says in a few words why a cell failed to answer.
+func (c cellOutcome) failure() string {
+	if c.ended != "" {
+		return c.ended
+	}
+	return fmt.Sprintf("its status was %q", c.status.Status)
+}
+
+// quoteTail is the end of a driver's stderr, to quote in an error.
+func quoteTail(stderr []byte) string {
+	s := strings.TrimSpace(strings.ToValidUTF8(string(stderr), "?"))
+	if s == "" {
+		return ""
+	}
+	if len(s) > 500 {
+		s = "..." + s[len(s)-500:]
+	}
+	return "; it said: " + s
+}
+
+// cellRequest is a request line to the driver.
+type cellRequest struct {
+	Cell int    `json:"cell"`
+	Code string `json:"code"`
+	End  string `json:"end"`
+}
+
+// cell sends the driver cell n and waits for its end. At timeout, or when
+// ctx ends, the driver is sent SIGINT, and has interruptGrace to answer;
+// past it the outcome says the session must end. An error means the cell
+// could not be run at all, or the call was cancelled.
+func (ss *session) cell(ctx context.Context, code string, n int, timeout time.Duration) (cellOutcome, error) {
+	var c cellOutcome
+	token := newToken()
+	outEnd, errEnd := ss.io.out.begin(token), ss.io.errs.begin(token)
+	line, err := json.Marshal(cellRequest{Cell: n, Code: code, End: token})
+	if err != nil {
+		return c, err
+	}
+	line = append(line, '\n')
+	wrote := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := ss.io.inW.Write(line)
+		wrote <- err
+	}()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	var (
+		grace     <-chan time.Time
+		cancelled error
+		out, errs *cellEnd
+		done      = ctx.Done()
+	)
+	interrupt := func() {
+		c.interrupted = true
+		ss.interrupt()
+		grace = time.After(interruptGrace)
+	}
+	for out == nil || errs == nil {
+		select {
+		case e := <-outEnd:
+			out = &e
+			if errs == nil && grace == nil {
+				grace = time.After(endGrace)
+			}
+		case e := <-errEnd:
+			errs = &e
+			if out == nil && grace == nil {
+				grace = time.After(endGrace)
+			}
+		case err := <-wrote:
+			wrote = nil
+			if err != nil {
+				ss.e.log.Warn("session: could not send the cell", "session", ss.id, "err", err)
+			}
+		case <-timer.C:
+			if !c.interrupted {
+				c.timedOut = true
+				interrupt()
+			}
+		case <-done:
+			done = nil
+			cancelled = context.Cause(ctx)
+			if !c.interrupted {
+				interrupt()
+			}
+		case <-grace:
+			c.took = time.Since(start)
+			if c.interrupted {
+				c.ended = fmt.Sprintf("the cell did not stop within %s of its interrupt, so the session was ended", interruptGrace)
+			} else {
+				c.ended = "the session driver broke its protocol, so the session was ended"
+			}
+			ss.rest(&c)
+			if cancelled != nil {
+				ss.end(c.ended)
+				return c, fmt.Errorf("run cancelled: %w", cancelled)
+			}
+			return c, nil
+		case <-ss.gone:
+			c.took = time.Since(start)
+			c.gone = true
+			ss.sb.drain()
+			ss.rest(&c)
+			c.ended = ss.goneReason()
+			if cancelled != nil {
+				ss.end(c.ended)
+				return c, fmt.Errorf("run cancelled: %w", cancelled)
+			}
+			return c, nil
+		case <-ss.done:
+			return c, ss.e.sessions.noSession(ss.owner, ss.id)
+		}
+	}
+	c.took = time.Since(start)
+	c.stdout, c.stdoutDropped = out.out, out.dropped
+	c.stderr, c.stderrDropped = errs.out, errs.dropped
+	if err := json.Unmarshal(out.status, &c.status); err != nil || !slices.Contains([]string{"ok", "error", "exit", "interrupted"}, c.status.Status) {
+		c.ended = "the session driver broke its protocol, so the session was ended"
+	}
+	if cancelled != nil {
+		if c.ended != "" {
+			ss.end(c.ended)
+		}
+		return c, fmt.Errorf("run cancelled: %w", cancelled)
+	}
+	return c, nil
+}
+
+// rest takes what the streams hold of a cell that did not end.
+func (ss *session) rest(c *cellOutcome) {
+	c.stdout, c.stdoutDropped = ss.io.out.pending()
+	c.stderr, c.stderrDropped = ss.io.errs.pending()
+}
+
+// interrupt sends the driver SIGINT: it is the sandbox's first process,
+// which receives the signals it has a handler for.
+func (ss *session) interrupt() {
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), ss.e.cfg.Namespace), killTimeout)
+	defer cancel()
+	if err := ss.sb.task.Kill(ctx, syscall.SIGINT); err != nil && !errdefs.IsNotFound(err) {
+		ss.e.log.Warn("interrupt session; signalling its process from the host", "session", ss.id, "err", err)
+		if !isClosed(ss.sb.exit.done) {
+			unix.Kill(int(ss.sb.task.Pid()), unix.SIGINT)
+		}
+	}
+}
+
+// watch waits for the driver's process to end, by containerd's word or
+// the kernel's, and ends the session unless a call is running, which
+// reports it.
+func (ss *session) watch() {
+	kernel, exited := ss.sb.exit.done, ss.sb.exited
+wait:
+	for {
+		select {
+		case st := <-exited:
+			c, _, err := st.Result()
+			if err != nil && ss.e.exits.usable() {
+				exited = nil // containerd went away: the kernel tells
+				continue
+			}
+			ss.code = c
+			break wait
+		case <-kernel:
+			c, ok := ss.sb.exit.code()
+			if !ok {
+				kernel = nil
+				continue
+			}
+			ss.code = ss.sb.containerdExit(exited, c)
+			break wait
+		case <-ss.done:
+			return
+		}
+	}
+	ss.mu.Lock()
+	close(ss.gone)
+	busy := ss.busy
+	ss.mu.Unlock()
+	if !busy {
+		ss.end(ss.goneReason())
+	}
+}
+
+// goneReason says why the driver's process ended.
+func (ss *session) goneReason() string {
+	r := &Result{}
+	ss.sb.explain(r, ss.code)
+	switch {
+	case r.OOMKilled:
+		return fmt.Sprintf("the interpreter ran out of memory (limit %s) and was killed, so the session ended", config.Size(ss.lang.cfg.Limits.MemoryBytes))
+	case r.Signal != "":
+		return fmt.Sprintf("the interpreter was killed by %s, so the session ended", r.Signal)
+	}
+	return fmt.Sprintf("the interpreter exited with status %d, so the session ended", ss.code)
+}
+
+// startCall marks the session busy for call number n, unless it ended.
+func (ss *session) startCall() (n int, ok bool) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.why != "" || isClosed(ss.gone) {
+		return 0, false
+	}
+	ss.busy = true
+	ss.cells++
+	return ss.cells, true
+}
+
+// endCall marks the session idle again, from now.
+func (ss *session) endCall() {
+	ss.mu.Lock()
+	ss.busy = false
+	ss.lastUsed = time.Now()
+	if ss.timer != nil {
+		ss.timer.Reset(time.Until(ss.expiresLocked()))
+	}
+	gone := isClosed(ss.gone)
+	ss.mu.Unlock()
+	if gone {
+		ss.end(ss.goneReason())
+	}
+}
+
+// expiresLocked is when the session ends unless used again; ss.mu is held.
+func (ss *session) expiresLocked() time.Time {
+	end := ss.created.Add(ss.lifetime)
+	if idle := ss.lastUsed.Add(ss.idle); !ss.busy && idle.Before(end) {
+		return idle
+	}
+	return end
+}
+
+// expire ends the session if its time is up, and otherwise looks again
+// when it might be.
+func (ss *session) expire() {
+	ss.mu.Lock()
+	now := time.Now()
+	var why string
+	switch {
+	case !now.Before(ss.created.Add(ss.lifetime)):
+		why = fmt.Sprintf("it reached its maximum lifetime of %s (max_lifetime)", ss.lifetime)
+	case !ss.busy && !now.Before(ss.lastUsed.Add(ss.idle)):
+		why = fmt.Sprintf("it was idle for %s (its idle timeout)", ss.idle)
+	default:
+		ss.timer.Reset(ss.expiresLocked().Sub(now))
+	}
+	ss.mu.Unlock()
+	if why != "" {
+		ss.end(why)
+	}
+}
+
+// end ends the session once: it is forgotten, and its sandbox destroyed
+// (which kills whatever still runs in it).
+func (ss *session) end(why string) {
+	ss.endOnce.Do(func() {
+		ss.mu.Lock()
+		ss.why = why
+		if ss.timer != nil {
+			ss.timer.Stop()
+		}
+		ss.mu.Unlock()
+		close(ss.done)
+		ss.e.sessions.remove(ss, why)
+		ss.e.retire(ss.sb)
+		ss.e.log.Info("session ended", "session", ss.id, "why", why)
+	})
+}
+
+// info describes the session now.
+func (ss *session) info() SessionInfo {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return SessionInfo{
+		ID: ss.id, Owner: ss.owner, Language: ss.lang.cfg.Name,
+		Created: ss.created, LastUsed: ss.lastUsed, ExpiresAt: ss.expiresLocked(),
+		IdleTimeout: ss.idle, MaxLifetime: ss.lifetime,
+		ExecutionCount: ss.cells,
+		MemoryBytes:    memoryInUse(ss.sb.memCgroup),
+	}
+}
+
+// memoryInUse reads what the memory cgroup at dir holds: memory.current
+// (cgroup v2) or memory.usage_in_bytes (v1); -1 if neither says.
+func memoryInUse(dir string) int64 {
+	if dir == "" {
+		return -1
+	}
+	for _, name := range []string{"memory.current", "memory.usage_in_bytes"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil {
+			return n
+		}
+	}
+	return -1
+}
+
+// reserve counts a session being created in, unless max are open or
+// being created.
+func (t *sessionTable) reserve(max int) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.open)+t.creating >= max {
+		next := time.Time{}
+		for _, ss := range t.open {
+			ss.mu.Lock()
+			if x := ss.expiresLocked(); next.IsZero() || x.Before(next) {
+				next = x
+			}
+			ss.mu.Unlock()
+		}
+		when := ""
+		if !next.IsZero() {
+			when = fmt.Sprintf("; the first to expire does so at %s", next.UTC().Format(time.RFC3339))
+		}
+		return fmt.Errorf("%w: %d sessions are open or being created, the most this server allows (max_sessions)%s", ErrTooManySessions, max, when)
+	}
+	t.creating++
+	return nil
+}
+
+func (t *sessionTable) unreserve() {
+	t.mu.Lock()
+	t.creating--
+	t.mu.Unlock()
+}
+
+// add registers a session that was reserved.
+func (t *sessionTable) add(ss *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.open == nil {
+		t.open = map[string]*session{}
+	}
+	t.creating--
+	t.open[ss.id] = ss
+}
+
+// get returns owner's open session id, or nil.
+func (t *sessionTable) get(owner, id string) *session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ss := t.open[id]
+	if ss == nil || ss.owner != owner {
+		return nil
+	}
+	return ss
+}
+
+// remove forgets an ended session, remembering why it ended for a while.
+func (t *sessionTable) remove(ss *session, why string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.open, ss.id)
+	if t.ended == nil {
+		t.ended = map[string]endedSession{}
+	}
+	t.ended[ss.id] = endedSession{owner: ss.owner, why: why, at: time.Now()}
+	t.order = append(t.order, ss.id)
+	if len(t.order) > keepEnded {
+		delete(t.ended, t.order[0])
+		t.order = t.order[1:]
+	}
+}
+
+// noSession is the error of a call naming id, which owner has no open
+// session of: it says why the session ended if it was owner's.
+func (t *sessionTable) noSession(owner, id string) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	err := &NoSessionError{ID: id}
+	if x, ok := t.ended[id]; ok && x.owner == owner {
+		err.Ended = fmt.Sprintf("%s (at %s)", x.why, x.at.UTC().Format(time.RFC3339))
+	}
+	return err
+}
+
+func newSessionID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return "session-" + hex.EncodeToString(b)
+}
+
+// newToken is a cell's end token: 32 random hex digits.
+func newToken() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

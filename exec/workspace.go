@@ -154,9 +154,12 @@ func checkFiles(files []File, maxFiles int, maxBytes int64) error {
 	return nil
 }
 
-// writeInputs writes files into the workspace at ws, owned by uid, before
-// anything ran in it. os.Root keeps every write beneath ws.
-func writeInputs(ws string, files []File, uid uint32) error {
+// writeInputs writes files into the workspace at ws, owned by uid. os.Root
+// keeps every write beneath ws. Before a one-shot run nothing is there yet;
+// in a session, replace lets a file replace one of the same path that an
+// earlier call left, whatever that was (a link is replaced, not followed),
+// but not a directory.
+func writeInputs(ws string, files []File, uid uint32, replace bool) error {
 	if len(files) == 0 {
 		return nil
 	}
@@ -180,6 +183,11 @@ func writeInputs(ws string, files []File, uid uint32) error {
 			}
 			made[d] = true
 		}
+		if replace {
+			if err := replaceable(root, f.Path); err != nil {
+				return inputError(f.Path, err)
+			}
+		}
 		w, err := root.OpenFile(f.Path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return inputError(f.Path, err)
@@ -196,6 +204,21 @@ func writeInputs(ws string, files []File, uid uint32) error {
 		}
 	}
 	return nil
+}
+
+// replaceable removes what is at p beneath root, unless it is a
+// directory; nothing there is no error.
+func replaceable(root *os.Root, p string) error {
+	fi, err := root.Lstat(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("a directory of that name is in the way: %w", errdefs.ErrInvalidArgument)
+	}
+	return root.Remove(p)
 }
 
 // inputError is the error of an input file that could not be written;
@@ -229,12 +252,57 @@ type outputCaps struct {
 	bytes int64 // their total size
 }
 
+// baseline is what a workspace held before a program ran: the files the
+// call wrote in (inputs), and in a session every file as it was before the
+// cell (stamps). A file found as it was is not an output.
+type baseline struct {
+	inputs map[string]inputSum
+	stamps map[string]stamp
+}
+
+// stamp tells a file apart from itself changed: a write changes its
+// ctime, which a program cannot set back.
+type stamp struct {
+	ino, size    int64
+	mtime, ctime unix.Timespec
+}
+
+func stampOf(st *unix.Stat_t) stamp {
+	return stamp{ino: int64(st.Ino), size: st.Size, mtime: st.Mtim, ctime: st.Ctim}
+}
+
+// stamps records every regular file beneath the workspace at ws, as
+// collectOutputs walks it.
+func stamps(ws string) (map[string]stamp, error) {
+	root, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open workspace: %w", err)
+	}
+	defer unix.Close(root)
+	m := map[string]stamp{}
+	err = walk(root, "", 0, time.Now().Add(collectTimeout), func(p string, ok bool) {
+		if !ok {
+			return
+		}
+		fd, err := openBeneath(root, p, unix.O_PATH)
+		if err != nil {
+			return
+		}
+		var st unix.Stat_t
+		if unix.Fstat(fd, &st) == nil {
+			m[p] = stampOf(&st)
+		}
+		unix.Close(fd)
+	})
+	return m, err
+}
+
 // collectOutputs reads the output files of the workspace at ws: every
-// regular file that is not an input left as it was (inputs), in path
+// regular file that is not as it was before the program (base), in path
 // order, within caps; dropped counts those left out. It never follows a
 // symbolic link, opens nothing but regular files (a FIFO cannot block it),
 // reads no file past its share of the caps, and stops at collectTimeout.
-func collectOutputs(ws string, inputs map[string]inputSum, caps outputCaps) (files []File, dropped int, err error) {
+func collectOutputs(ws string, base baseline, caps outputCaps) (files []File, dropped int, err error) {
 	deadline := time.Now().Add(collectTimeout)
 	root, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -258,7 +326,7 @@ func collectOutputs(ws string, inputs map[string]inputSum, caps outputCaps) (fil
 			dropped++
 			continue
 		}
-		data, got, err := readOutput(root, p, inputs, caps.bytes-total)
+		data, got, err := readOutput(root, p, base, caps.bytes-total)
 		switch {
 		case err != nil:
 			return nil, 0, fmt.Errorf("read output %q: %w", p, err)
@@ -343,7 +411,7 @@ const (
 
 // readOutput reads the file at p beneath root, if it is still a regular
 // file, and at most limit bytes of it.
-func readOutput(root int, p string, inputs map[string]inputSum, limit int64) ([]byte, readResult, error) {
+func readOutput(root int, p string, base baseline, limit int64) ([]byte, readResult, error) {
 	fd, err := openBeneath(root, p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return nil, notOutput, nil // replaced by a link, or removed, since the walk
@@ -357,9 +425,12 @@ func readOutput(root int, p string, inputs map[string]inputSum, limit int64) ([]
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, notOutput, nil
 	}
+	if was, ok := base.stamps[p]; ok && was == stampOf(&st) {
+		return nil, notOutput, nil
+	}
 	// An input of its old size is read to compare it; it is at most
 	// files_in_bytes.
-	in, isInput := inputs[p]
+	in, isInput := base.inputs[p]
 	isInput = isInput && st.Size == in.size
 	if !isInput && st.Size > limit {
 		return nil, overCap, nil

@@ -64,7 +64,7 @@ func TestCollectOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	inputs := inputSums([]File{{Path: "in.csv", Data: []byte("a,b\n")}, {Path: "changed.csv", Data: []byte("old")}})
-	files, dropped, err := collectOutputs(dir, inputs, outputCaps{files: 10, bytes: 50})
+	files, dropped, err := collectOutputs(dir, baseline{inputs: inputs}, outputCaps{files: 10, bytes: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestCollectOutputs(t *testing.T) {
 		t.Errorf("got %q, %d dropped; want %q and big.bin dropped", got, dropped, want)
 	}
 
-	files, dropped, _ = collectOutputs(dir, inputs, outputCaps{files: 2, bytes: 1 << 20})
+	files, dropped, _ = collectOutputs(dir, baseline{inputs: inputs}, outputCaps{files: 2, bytes: 1 << 20})
 	if len(files) != 2 || files[0].Path != "big.bin" || dropped != 3 {
 		t.Errorf("with 2 files at most: got %d files (first %q), %d dropped", len(files), files[0].Path, dropped)
 	}
@@ -110,7 +110,7 @@ func TestCollectOutputsGrowingFile(t *testing.T) {
 	}()
 	defer func() { close(stop); <-done }()
 	time.Sleep(10 * time.Millisecond)
-	files, dropped, err := collectOutputs(dir, nil, outputCaps{files: 10, bytes: 1 << 20})
+	files, dropped, err := collectOutputs(dir, baseline{}, outputCaps{files: 10, bytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestCollectOutputsGrowingFile(t *testing.T) {
 func TestCollectOutputsOddDirectoryName(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"bad\nname/a": "a", "bad\nname/b": "b", "ok.txt": "ok"})
-	files, dropped, err := collectOutputs(dir, nil, outputCaps{files: 10, bytes: 1 << 20})
+	files, dropped, err := collectOutputs(dir, baseline{}, outputCaps{files: 10, bytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
