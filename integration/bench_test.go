@@ -166,18 +166,21 @@ type target struct {
 
 // benchReport is everything the run measured; it is the JSON.
 type benchReport struct {
-	Date        string          `json:"date"`
-	Machine     string          `json:"machine"`
-	Containerd  string          `json:"containerd"`
-	Pool        int             `json:"pool"`
-	Latency     []latencyRow    `json:"latency"`
-	Throughput  []throughputRow `json:"throughput"`
-	IdleRSSMiB  float64         `json:"idle_rss_mib"`
-	FirstResult []float64       `json:"first_result_ms"`
-	Phases      []string        `json:"phases,omitempty"` // debug "run phases" lines, summarized
-	Soak        *soakRow        `json:"soak,omitempty"`
-	Targets     []target        `json:"targets"`
-	Notes       []string        `json:"notes,omitempty"`
+	Date       string          `json:"date"`
+	Machine    string          `json:"machine"`
+	Containerd string          `json:"containerd"`
+	Pool       int             `json:"pool"`
+	Latency    []latencyRow    `json:"latency"`
+	Throughput []throughputRow `json:"throughput"`
+	IdleRSSMiB float64         `json:"idle_rss_mib"`
+	// SessionMemMiB is what an idle session's memory cgroup holds, by
+	// language.
+	SessionMemMiB map[string]float64 `json:"session_mem_mib,omitempty"`
+	FirstResult   []float64          `json:"first_result_ms"`
+	Phases        []string           `json:"phases,omitempty"` // debug "run phases" lines, summarized
+	Soak          *soakRow           `json:"soak,omitempty"`
+	Targets       []target           `json:"targets"`
+	Notes         []string           `json:"notes,omitempty"`
 }
 
 func BenchmarkSideBySide(b *testing.B) {
@@ -247,6 +250,11 @@ func BenchmarkSideBySide(b *testing.B) {
 		rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
 		rep.Phases = s.phases()
 		s.close(b)
+	}
+
+	// Sessions, on a server of their own.
+	if part("session") {
+		sessionRows(b, bin, pool, n, rep)
 	}
 
 	// The ceiling of containerd and runc here, with no server running.
@@ -338,7 +346,7 @@ func BenchmarkSideBySide(b *testing.B) {
 }
 
 // benchPartNames are the parts of the run, in order, for BENCH_ONLY.
-var benchPartNames = []string{"floor", "pool", "platform", "pool0", "first", "soak", "cli"}
+var benchPartNames = []string{"floor", "pool", "session", "platform", "pool0", "first", "soak", "cli"}
 
 // benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
 // (all of them when it is empty), and reports whether a part is to run.
@@ -1156,6 +1164,7 @@ func (r *benchReport) judge() {
 			add("python hello >= 30 runs/s at concurrency 8", true, got, t.RunsPerSec >= 30)
 		}
 	}
+	r.judgeSessions(add)
 	if r.IdleRSSMiB > 0 {
 		add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
 	}
@@ -1210,6 +1219,11 @@ func (r *benchReport) table() string {
 	}
 	if r.IdleRSSMiB > 0 {
 		fmt.Fprintf(&w, "\nidle RSS after start, pools full: %.1f MiB.\n", r.IdleRSSMiB)
+	}
+	for _, lang := range []string{"python", "javascript"} {
+		if m, ok := r.SessionMemMiB[lang]; ok {
+			fmt.Fprintf(&w, "memory of an idle %s session (its memory cgroup): %.1f MiB.\n", lang, m)
+		}
 	}
 	if len(r.FirstResult) > 0 {
 		fmt.Fprintf(&w, "\nfirst result after exec: %v ms.\n", r.FirstResult)

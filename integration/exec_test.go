@@ -33,20 +33,22 @@ func testLimits() config.Limits {
 func testLanguages() []config.Language {
 	return []config.Language{
 		{
-			Name:    "python",
-			Image:   pythonImage,
-			Command: []string{"python3"},
-			File:    "main.py",
-			Env:     []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
-			Figures: true,
-			Limits:  testLimits(),
+			Name:          "python",
+			Image:         pythonImage,
+			Command:       []string{"python3"},
+			File:          "main.py",
+			Env:           []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
+			Figures:       true,
+			SessionDriver: "python",
+			Limits:        testLimits(),
 		},
 		{
-			Name:    "javascript",
-			Image:   nodejsImage,
-			Command: []string{"node"},
-			File:    "main.js",
-			Limits:  testLimits(),
+			Name:          "javascript",
+			Image:         nodejsImage,
+			Command:       []string{"node"},
+			File:          "main.js",
+			SessionDriver: "node",
+			Limits:        testLimits(),
 		},
 	}
 }
