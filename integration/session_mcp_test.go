@@ -146,6 +146,12 @@ func TestMCPSessions(t *testing.T) {
 	if !r.isError || r.out.SessionEnded == "" || !strings.Contains(r.text, "create_session") {
 		t.Errorf("process.exit in a session: %q %+v", r.text, r.out)
 	}
+	// A session left open ends with the server when its client goes
+	// away: startMCP's cleanup closes stdin and checks that nothing is
+	// left.
+	if text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python"}, nil); isErr {
+		t.Fatalf("create_session: %s", text)
+	}
 }
 
 // A server SIGKILLed with a session open: a new server on the same state
