@@ -1,5 +1,7 @@
 // Package exec runs programs in fresh, locked-down containerd containers,
-// one brand-new container per run, deleted with its snapshot afterwards:
+// one brand-new container per run, deleted with its snapshot afterwards, or,
+// for a session, as the cells of one interpreter kept alive in a container
+// of its own, confined the same way:
 // it owns each language's readiness (its image, prepared and cached until
 // it changes, and its pool of ready sandboxes), the run's container, task,
 // workspace (the files written in before the program and read out after

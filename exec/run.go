@@ -40,7 +40,9 @@ const (
 // not answer wrap ErrNotAnswering. A ready sandbox whose stub turns out to
 // have ended before the program ran is replaced by a fresh one, once. The
 // sandbox is destroyed after Run returns, in the background (a failed
-// delete is retried); Close waits for that.
+// delete is retried); Close waits for that. A request naming a Session
+// runs as that session's next cell instead (see CreateSession); an
+// unknown, ended or another owner's session is a *NoSessionError.
 func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) {
 	lang, timeout, err := e.check(req)
 	if err != nil {

@@ -1,0 +1,80 @@
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSessionTableBoundsAndOwners(t *testing.T) {
+	var tab sessionTable
+	for range 2 {
+		if err := tab.reserve(2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tab.reserve(2); !errors.Is(err, ErrTooManySessions) {
+		t.Fatalf("a third reservation: %v; want ErrTooManySessions", err)
+	}
+	now := time.Now()
+	a := &session{id: "session-a", owner: "alice", created: now, lastUsed: now, idle: time.Minute, lifetime: time.Hour}
+	tab.add(a)
+	tab.unreserve()
+	if err := tab.reserve(2); err != nil {
+		t.Fatalf("after an unreserve: %v", err)
+	}
+	if tab.get("alice", "session-a") != a || tab.get("bob", "session-a") != nil {
+		t.Error("get: only the owner gets the session")
+	}
+	err := tab.reserve(2)
+	if err == nil || !strings.Contains(err.Error(), "the first to expire") {
+		t.Errorf("a reservation past the bound: %v; want the first expiry named", err)
+	}
+	tab.remove(a, "closed by close_session")
+	var no *NoSessionError
+	if err := tab.noSession("alice", "session-a"); !errors.As(err, &no) || !strings.Contains(no.Ended, "closed") {
+		t.Errorf("the owner of an ended session: %v; want why it ended", err)
+	}
+	// Another owner learns nothing: the same error as an unknown id.
+	if got, unknown := tab.noSession("bob", "session-a").Error(), tab.noSession("bob", "session-x").Error(); strings.Replace(got, "session-a", "session-x", 1) != unknown {
+		t.Errorf("another owner gets %q; an unknown id %q", got, unknown)
+	}
+	if !errors.Is(tab.noSession("bob", "session-a"), ErrNoSession) {
+		t.Error("NoSessionError does not wrap ErrNoSession")
+	}
+}
+
+func TestSessionTableForgetsOldEnds(t *testing.T) {
+	var tab sessionTable
+	for i := range keepEnded + 10 {
+		tab.remove(&session{id: fmt.Sprint("s", i), owner: "o"}, "idle")
+	}
+	if len(tab.ended) != keepEnded || len(tab.order) != keepEnded {
+		t.Fatalf("remembered %d (order %d); want %d", len(tab.ended), len(tab.order), keepEnded)
+	}
+	var no *NoSessionError
+	if errors.As(tab.noSession("o", "s0"), &no); no.Ended != "" {
+		t.Errorf("the oldest end is still remembered: %q", no.Ended)
+	}
+	if errors.As(tab.noSession("o", fmt.Sprint("s", keepEnded+9)), &no); no.Ended == "" {
+		t.Error("the latest end is forgotten")
+	}
+}
+
+func TestSessionExpiry(t *testing.T) {
+	now := time.Now()
+	s := &session{created: now.Add(-50 * time.Minute), lastUsed: now.Add(-time.Minute), idle: 10 * time.Minute, lifetime: time.Hour}
+	if got := s.expiresLocked(); !got.Equal(s.lastUsed.Add(10 * time.Minute)) {
+		t.Errorf("idle: expires %s; want last use plus the idle timeout", got)
+	}
+	s.lastUsed = now
+	if got := s.expiresLocked(); !got.Equal(s.created.Add(time.Hour)) {
+		t.Errorf("near its lifetime: expires %s; want its creation plus its lifetime", got)
+	}
+	s.lastUsed, s.busy = now.Add(-time.Hour), true
+	if got := s.expiresLocked(); !got.Equal(s.created.Add(time.Hour)) {
+		t.Errorf("busy: expires %s; want its lifetime only", got)
+	}
+}
