@@ -627,7 +627,7 @@ func (ss *session) endCall() {
 	ss.mu.Lock()
 	ss.busy = false
 	ss.lastUsed = time.Now()
-	if ss.timer != nil {
+	if ss.timer != nil && ss.why == "" {
 		ss.timer.Reset(time.Until(ss.expiresLocked()))
 	}
 	gone := isClosed(ss.gone)
