@@ -5,6 +5,7 @@ package integration
 // ends. The MCP face of sessions is in session_mcp_test.go.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -107,6 +108,25 @@ func TestSessionJavaScriptStatePersists(t *testing.T) {
 		t.Errorf("throw: exit %d, stderr %q; want exit 1 and a stack naming <cell 7>", res.ExitCode, res.Stderr)
 	}
 	wantOut(t, cell(t, e, "javascript", s.ID, "fs.readFileSync('n.txt', 'utf8')"), "'6'\n")
+	// An open file descriptor persists too.
+	wantOut(t, cell(t, e, "javascript", s.ID, "const fd = fs.openSync('log.txt', 'w'); fs.writeSync(fd, 'a')"), "1\n")
+	wantOut(t, cell(t, e, "javascript", s.ID, "fs.writeSync(fd, 'b'); fs.closeSync(fd); fs.readFileSync('log.txt', 'utf8')"), "'ab'\n")
+}
+
+// A figure a cell leaves open comes back with that cell's call, and only
+// with it; numbering goes on across cells.
+func TestSessionFigures(t *testing.T) {
+	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
+	s := newSession(t, e, "python")
+	res := cell(t, e, "python", s.ID, "import matplotlib.pyplot as plt\n_ = plt.plot([1, 2, 3])")
+	if got := outputPaths(res); strings.Join(got, ",") != "figures/figure-1.png" || !bytes.HasPrefix(res.Files[0].Data, []byte("\x89PNG")) {
+		t.Fatalf("first cell's outputs %v; want figures/figure-1.png", got)
+	}
+	res = cell(t, e, "python", s.ID, "_ = plt.plot([3, 1]); plt.show()\nprint(len(plt.get_fignums()))")
+	if got := outputPaths(res); strings.Join(got, ",") != "figures/figure-2.png" {
+		t.Fatalf("second cell's outputs %v; want figures/figure-2.png alone", got)
+	}
+	wantOut(t, cell(t, e, "python", s.ID, "print(plt.get_fignums())"), "[]\n")
 }
 
 // Two sessions share nothing: not their variables, not their workspace,
