@@ -383,16 +383,7 @@ func TestSessionErrors(t *testing.T) {
 			if !isErr {
 				t.Errorf("isError false; want true")
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(text, w) {
-					t.Errorf("text has no %q:\n%s", w, text)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(text, w) {
-					t.Errorf("text has %q:\n%s", w, text)
-				}
-			}
+			checkText(t, text, tc.want, tc.notWant)
 		})
 	}
 }

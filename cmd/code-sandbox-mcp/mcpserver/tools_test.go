@@ -159,16 +159,7 @@ func TestToolCallSandboxErrors(t *testing.T) {
 			if !isErr {
 				t.Errorf("isError false; want true")
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(text, w) {
-					t.Errorf("text has no %q:\n%s", w, text)
-				}
-			}
-			for _, w := range tc.notWant {
-				if strings.Contains(text, w) {
-					t.Errorf("text has %q:\n%s", w, text)
-				}
-			}
+			checkText(t, text, tc.want, tc.notWant)
 		})
 	}
 }
@@ -301,4 +292,20 @@ func pythonLimits(t *testing.T) config.Limits {
 		t.Fatal("no python in the defaults")
 	}
 	return l.Limits
+}
+
+// checkText fails unless text holds every string of want and none of
+// notWant.
+func checkText(t *testing.T, text string, want, notWant []string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(text, w) {
+			t.Errorf("text has no %q:\n%s", w, text)
+		}
+	}
+	for _, w := range notWant {
+		if strings.Contains(text, w) {
+			t.Errorf("text has %q:\n%s", w, text)
+		}
+	}
 }
