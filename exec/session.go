@@ -342,6 +342,9 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	if err != nil {
 		return nil, fmt.Errorf("read the workspace: %w", err)
 	}
+	// The OOM killer may kill a process the cell started and leave the
+	// driver alive: the cell's result says so, as a one-shot run's does.
+	ooms, _ := oomKills(ss.sb.memCgroup)
 	start := time.Now()
 	c, err := ss.cell(ctx, req.Code, n, timeout)
 	if err != nil {
@@ -366,6 +369,9 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		res.ExitCode = c.status.ExitCode
 		if c.status.Status == "interrupted" {
 			res.Signal = signalName(syscall.SIGINT)
+		}
+		if now, ok := oomKills(ss.sb.memCgroup); ok && now > ooms {
+			res.OOMKilled = true
 		}
 	}
 	if c.ended == "" {

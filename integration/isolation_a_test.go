@@ -27,22 +27,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// killedAtDeadline checks that r was killed by the server at its time
-// limit of sec seconds: timed out, SIGKILL, and the call back within a
-// bound that allows for a busy 2-core host.
-func killedAtDeadline(t *testing.T, r hostileRun, sec int) {
-	t.Helper()
-	if !r.isError || !r.out.TimedOut || r.out.Signal != "SIGKILL" || r.out.ExitCode != 137 || r.out.OOMKilled {
-		t.Errorf("got %+v; want timed_out, SIGKILL, exit 137, not oom_killed", r.out)
-	}
-	if !strings.Contains(r.text, "timed out after "+strconv.Itoa(sec)+"s") {
-		t.Errorf("text %q; want it to say it timed out after %ds", r.text, sec)
-	}
-	if min, max := time.Duration(sec)*time.Second, time.Duration(sec+15)*time.Second; r.took < min || r.took > max {
-		t.Errorf("call took %s; want between %s and %s", r.took.Round(time.Millisecond), min, max)
-	}
-}
-
 // intAfter returns the integer that follows prefix in s, or -1.
 func intAfter(s, prefix string) int {
 	m := regexp.MustCompile(regexp.QuoteMeta(prefix) + `(-?\d+)`).FindStringSubmatch(s)
@@ -109,6 +93,11 @@ time.sleep(3600)
 			count: "threads: ",
 		},
 		{
+			// The program's last expression is a Promise that never
+			// settles. node running a file runs until its event loop is
+			// empty; a session's cell until the Promise of its last
+			// expression settles (see exec/drivers/session.js). So
+			// written, the program runs to its deadline in both modes.
 			name: "node child processes", lang: "javascript",
 			code: `
 const { spawn } = require('child_process');
@@ -125,7 +114,7 @@ function more() {
   c.on('spawn', more);
 }
 more();
-setInterval(() => {}, 1000);
+new Promise(() => setInterval(() => {}, 1000));
 `,
 			want:  regexp.MustCompile(`^spawn failed: EAGAIN\nprocesses: \d+\n$`),
 			count: "processes: ",
@@ -153,7 +142,7 @@ function more() {
   w.on('online', more);
 }
 more();
-setInterval(() => {}, 1000);
+new Promise(() => setInterval(() => {}, 1000));
 `,
 			want:  regexp.MustCompile(`^worker failed: ERR_WORKER_INIT_FAILED\nthreads: \d+\n$`),
 			count: "threads: ",
@@ -162,27 +151,29 @@ setInterval(() => {}, 1000);
 			timeout: 8,
 		},
 	}
-	var runs []hostileRun
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			timeout := cmp.Or(tt.timeout, 4)
-			r := hostile(t, s, tt.lang, tt.code, withTimeout(timeout))
-			runs = append(runs, r)
-			if !tt.want.MatchString(r.out.Stdout) {
-				t.Errorf("stdout %q; want it to match %s (stderr %q)", r.out.Stdout, tt.want, r.out.Stderr)
-			}
-			if n := intAfter(r.out.Stdout, tt.count); n < 1 || n > pids[tt.lang] {
-				t.Errorf("%s%d; want 1 to %d (the pids limit)", tt.count, n, pids[tt.lang])
-			}
-			killedAtDeadline(t, r, timeout)
-			for _, id := range r.ids {
-				if got := r.watch.cgroupLimits(id)["pids.max"]; got != strconv.Itoa(pids[tt.lang]) {
-					t.Errorf("sandbox %s pids.max %q; want %d", id, got, pids[tt.lang])
+	eachMode(t, func(t *testing.T, m mode) {
+		var runs []hostileRun
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				timeout := cmp.Or(tt.timeout, 4)
+				r := m.hostile(t, s, tt.lang, tt.code, withTimeout(timeout))
+				runs = append(runs, r)
+				if !tt.want.MatchString(r.out.Stdout) {
+					t.Errorf("stdout %q; want it to match %s (stderr %q)", r.out.Stdout, tt.want, r.out.Stderr)
 				}
-			}
-		})
-	}
-	afterCase(t, s, runs...)
+				if n := intAfter(r.out.Stdout, tt.count); n < 1 || n > pids[tt.lang] {
+					t.Errorf("%s%d; want 1 to %d (the pids limit)", tt.count, n, pids[tt.lang])
+				}
+				m.stoppedAtDeadline(t, r, timeout)
+				for _, id := range r.ids {
+					if got := r.watch.cgroupLimits(id)["pids.max"]; got != strconv.Itoa(pids[tt.lang]) {
+						t.Errorf("sandbox %s pids.max %q; want %d", id, got, pids[tt.lang])
+					}
+				}
+			})
+		}
+		afterCase(t, s, runs...)
+	})
 }
 
 // lastLine returns the last line of s that starts with prefix, without it.
@@ -223,42 +214,48 @@ for (;;) {
 }
 `},
 	}
-	var runs []hostileRun
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := hostile(t, s, tt.lang, tt.code, withTimeout(20))
-			runs = append(runs, r)
-			if !r.isError || !r.out.OOMKilled || r.out.Signal != "SIGKILL" || r.out.ExitCode != 137 || r.out.TimedOut {
-				t.Errorf("got %+v; want oom_killed, SIGKILL, exit 137, not timed out", r.out)
-			}
-			// It got close to the limit before it was killed (the
-			// interpreter itself takes some of it).
-			if n, _ := strconv.Atoi(lastLine(r.out.Stdout, "allocated MiB: ")); n < 48 || n > 128 {
-				t.Errorf("last allocation reported %d MiB; want 48 to 128 (stdout %q)", n, r.out.Stdout)
-			}
-			lim := r.watch.cgroupLimits(r.ids[0])
-			want := map[string]string{"memory.limit_in_bytes": strconv.Itoa(limit), "memory.memsw.limit_in_bytes": strconv.Itoa(limit)}
-			if cgroupV2() {
-				// v2 counts swap apart: memory.swap.max 0 is no swap.
-				want = map[string]string{"memory.max": strconv.Itoa(limit), "memory.swap.max": "0"}
-			}
-			for k, v := range want {
-				if lim[k] != v {
-					t.Errorf("cgroup %s = %q; want %q", k, lim[k], v)
+	eachMode(t, func(t *testing.T, m mode) {
+		var runs []hostileRun
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := m.hostile(t, s, tt.lang, tt.code, withTimeout(20))
+				runs = append(runs, r)
+				if !r.isError || !r.out.OOMKilled || r.out.Signal != "SIGKILL" || r.out.ExitCode != 137 || r.out.TimedOut {
+					t.Errorf("got %+v; want oom_killed, SIGKILL, exit 137, not timed out", r.out)
 				}
-			}
-		})
-	}
-	afterCase(t, s, runs...)
+				// In a session the bomb is the driver's own process:
+				// the OOM kill ends the session.
+				m.endedSession(t, r)
+				// It got close to the limit before it was killed (the
+				// interpreter itself takes some of it).
+				if n, _ := strconv.Atoi(lastLine(r.out.Stdout, "allocated MiB: ")); n < 48 || n > 128 {
+					t.Errorf("last allocation reported %d MiB; want 48 to 128 (stdout %q)", n, r.out.Stdout)
+				}
+				lim := r.watch.cgroupLimits(r.ids[0])
+				want := map[string]string{"memory.limit_in_bytes": strconv.Itoa(limit), "memory.memsw.limit_in_bytes": strconv.Itoa(limit)}
+				if cgroupV2() {
+					// v2 counts swap apart: memory.swap.max 0 is no swap.
+					want = map[string]string{"memory.max": strconv.Itoa(limit), "memory.swap.max": "0"}
+				}
+				for k, v := range want {
+					if lim[k] != v {
+						t.Errorf("cgroup %s = %q; want %q", k, lim[k], v)
+					}
+				}
+			})
+		}
+		afterCase(t, s, runs...)
+	})
 }
 
 // Case 3: a CPU spin is throttled to the CPU quota and killed at the wall
 // deadline.
 func TestIsolationCPUSpin(t *testing.T) {
 	s := startMCP(t, serverSpec{config: "[limits]\ncpus = 0.5\n"})
-	// Two spinning children could use both of the host's CPUs; the parent
-	// reports the CPU time they got per second of wall time.
-	r := hostile(t, s, "python", `
+	eachMode(t, func(t *testing.T, m mode) {
+		// Two spinning children could use both of the host's CPUs; the parent
+		// reports the CPU time they got per second of wall time.
+		r := m.hostile(t, s, "python", `
 import os, time
 kids = []
 for _ in range(2):
@@ -279,36 +276,38 @@ while True:
     time.sleep(0.5)
     print(f'cpus: {(cpu() - c0) / (time.monotonic() - t0):.3f}', flush=True)
 `, withTimeout(4))
-	killedAtDeadline(t, r, 4)
-	got, err := strconv.ParseFloat(lastLine(r.out.Stdout, "cpus: "), 64)
-	// The quota is 0.5 CPU per 100 ms period; measured over ~3.5 s, a
-	// tenth over is tick rounding. Well above 0 shows it did spin.
-	if err != nil || got > 0.6 || got < 0.1 {
-		t.Errorf("CPUs used %v (%v); want at most 0.6 for a quota of 0.5 (stdout %q)", got, err, r.out.Stdout)
-	}
-	lim := r.watch.cgroupLimits(r.ids[0])
-	if cgroupV2() {
-		if lim["cpu.max"] != "50000 100000" {
-			t.Errorf("cgroup cpu.max %q; want 50000 100000", lim["cpu.max"])
+		m.stoppedAtDeadline(t, r, 4)
+		got, err := strconv.ParseFloat(lastLine(r.out.Stdout, "cpus: "), 64)
+		// The quota is 0.5 CPU per 100 ms period; measured over ~3.5 s, a
+		// tenth over is tick rounding. Well above 0 shows it did spin.
+		if err != nil || got > 0.6 || got < 0.1 {
+			t.Errorf("CPUs used %v (%v); want at most 0.6 for a quota of 0.5 (stdout %q)", got, err, r.out.Stdout)
 		}
-	} else if lim["cpu.cfs_quota_us"] != "50000" || lim["cpu.cfs_period_us"] != "100000" {
-		t.Errorf("cgroup cpu.cfs_quota_us %q, cpu.cfs_period_us %q; want 50000, 100000", lim["cpu.cfs_quota_us"], lim["cpu.cfs_period_us"])
-	}
+		lim := r.watch.cgroupLimits(r.ids[0])
+		if cgroupV2() {
+			if lim["cpu.max"] != "50000 100000" {
+				t.Errorf("cgroup cpu.max %q; want 50000 100000", lim["cpu.max"])
+			}
+		} else if lim["cpu.cfs_quota_us"] != "50000" || lim["cpu.cfs_period_us"] != "100000" {
+			t.Errorf("cgroup cpu.cfs_quota_us %q, cpu.cfs_period_us %q; want 50000, 100000", lim["cpu.cfs_quota_us"], lim["cpu.cfs_period_us"])
+		}
 
-	// Node's spin blocks its only thread: nothing but the deadline ends it.
-	js := hostile(t, s, "javascript", "console.log('spinning'); for (;;) {}", withTimeout(3))
-	killedAtDeadline(t, js, 3)
-	if js.out.Stdout != "spinning\n" {
-		t.Errorf("javascript stdout %q; want spinning", js.out.Stdout)
-	}
-	afterCase(t, s, r, js)
+		// Node's spin blocks its only thread: nothing but the deadline ends it.
+		js := m.hostile(t, s, "javascript", "console.log('spinning'); for (;;) {}", withTimeout(3))
+		m.stoppedAtDeadline(t, js, 3)
+		if js.out.Stdout != "spinning\n" {
+			t.Errorf("javascript stdout %q; want spinning", js.out.Stdout)
+		}
+		afterCase(t, s, r, js)
+	})
 }
 
 // Case 4: stdin is at EOF from the start, and a program that sleeps for
 // ever is killed at the deadline.
 func TestIsolationSleepAndStdin(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	py := hostile(t, s, "python", `
+	eachMode(t, func(t *testing.T, m mode) {
+		py := m.hostile(t, s, "python", `
 import sys, time
 t = time.monotonic()
 print('stdin:', repr(sys.stdin.read()), 'tty:', sys.stdin.isatty(), flush=True)
@@ -319,30 +318,32 @@ except EOFError:
 print('at once:', time.monotonic() - t < 1, flush=True)
 time.sleep(10**6)
 `, withTimeout(3))
-	killedAtDeadline(t, py, 3)
-	if want := "stdin: '' tty: False\ninput: EOFError\nat once: True\n"; py.out.Stdout != want {
-		t.Errorf("python stdout %q; want %q (stderr %q)", py.out.Stdout, want, py.out.Stderr)
-	}
-	js := hostile(t, s, "javascript", `
+		m.stoppedAtDeadline(t, py, 3)
+		if want := "stdin: '' tty: False\ninput: EOFError\nat once: True\n"; py.out.Stdout != want {
+			t.Errorf("python stdout %q; want %q (stderr %q)", py.out.Stdout, want, py.out.Stderr)
+		}
+		js := m.hostile(t, s, "javascript", `
 const t = Date.now();
 const b = require('fs').readFileSync(0);
 console.log('stdin bytes:', b.length, 'tty:', process.stdin.isTTY === true);
 console.log('at once:', Date.now() - t < 1000);
-setInterval(() => {}, 1e6);
+new Promise(() => setInterval(() => {}, 1e6)); // to the deadline in both modes: see case 1
 `, withTimeout(3))
-	killedAtDeadline(t, js, 3)
-	if want := "stdin bytes: 0 tty: false\nat once: true\n"; js.out.Stdout != want {
-		t.Errorf("javascript stdout %q; want %q (stderr %q)", js.out.Stdout, want, js.out.Stderr)
-	}
-	afterCase(t, s, py, js)
+		m.stoppedAtDeadline(t, js, 3)
+		if want := "stdin bytes: 0 tty: false\nat once: true\n"; js.out.Stdout != want {
+			t.Errorf("javascript stdout %q; want %q (stderr %q)", js.out.Stdout, want, js.out.Stderr)
+		}
+		afterCase(t, s, py, js)
+	})
 }
 
 // Case 5: /tmp and /dev/shm fill up at their configured sizes.
 func TestIsolationFillTmpAndShm(t *testing.T) {
 	s := startMCP(t, serverSpec{config: "[limits]\ntmp_size = \"32MiB\"\nshm_size = \"16MiB\"\n"})
-	// Files of 4 MiB stay under the file-size limit; unbuffered writes
-	// count every byte the kernel took.
-	r := hostile(t, s, "python", `
+	eachMode(t, func(t *testing.T, m mode) {
+		// Files of 4 MiB stay under the file-size limit; unbuffered writes
+		// count every byte the kernel took.
+		r := m.hostile(t, s, "python", `
 import errno, os
 chunk = b'x' * (1 << 20)
 for d in ('/tmp', '/dev/shm'):
@@ -359,33 +360,38 @@ for d in ('/tmp', '/dev/shm'):
         i += 1
     print(d, 'size', st.f_blocks * st.f_frsize, 'wrote', total, 'error', err, flush=True)
 `, withTimeout(20))
-	if r.isError || r.out.ExitCode != 0 {
-		t.Fatalf("got %q %+v; want a clean exit", r.text, r.out)
-	}
-	for _, c := range []struct {
-		dir  string
-		size int
-	}{{"/tmp", 32 << 20}, {"/dev/shm", 16 << 20}} {
-		line := lastLine(r.out.Stdout, c.dir+" ")
-		var size, wrote int
-		var errno string
-		if _, err := fmt.Sscanf(line, "size %d wrote %d error %s", &size, &wrote, &errno); err != nil {
-			t.Errorf("%s: line %q: %v", c.dir, line, err)
-			continue
+		if r.isError || r.out.ExitCode != 0 {
+			t.Fatalf("got %q %+v; want a clean exit", r.text, r.out)
 		}
-		if size != c.size || errno != "ENOSPC" || wrote > c.size || wrote < c.size-(1<<20) {
-			t.Errorf("%s: size %d, wrote %d, error %s; want size %d, ENOSPC after %d-1MiB to %d bytes", c.dir, size, wrote, errno, c.size, c.size, c.size)
+		for _, c := range []struct {
+			dir  string
+			size int
+		}{{"/tmp", 32 << 20}, {"/dev/shm", 16 << 20}} {
+			line := lastLine(r.out.Stdout, c.dir+" ")
+			var size, wrote int
+			var errno string
+			if _, err := fmt.Sscanf(line, "size %d wrote %d error %s", &size, &wrote, &errno); err != nil {
+				t.Errorf("%s: line %q: %v", c.dir, line, err)
+				continue
+			}
+			if size != c.size || errno != "ENOSPC" || wrote > c.size || wrote < c.size-(1<<20) {
+				t.Errorf("%s: size %d, wrote %d, error %s; want size %d, ENOSPC after %d-1MiB to %d bytes", c.dir, size, wrote, errno, c.size, c.size, c.size)
+			}
 		}
-	}
-	afterCase(t, s, r)
+		afterCase(t, s, r)
+	})
 }
 
 // Case 6: the root file system and the program's directory are read-only.
 func TestIsolationRootFSReadOnly(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	// New names only: writing an existing root-owned file would fail with
-	// EACCES before the read-only check, which proves less.
-	r := hostile(t, s, "python", `
+	eachMode(t, func(t *testing.T, m mode) {
+		// New names only: writing an existing root-owned file would fail with
+		// EACCES before the read-only check, which proves less. The file
+		// renamed is the sandbox's program: in a session, the driver the
+		// cell runs in.
+		prog := m.program("python")
+		r := m.hostile(t, s, "python", `
 import errno, os
 def try_(what, f, *a):
     try:
@@ -396,22 +402,24 @@ def try_(what, f, *a):
 for d in ['/', '/usr/lib', '/etc', '/var/tmp', '/home', '/sandbox']:
     try_('create ' + d, lambda: open(os.path.join(d, 'new'), 'x').close())
 try_('mkdir /', os.mkdir, '/newdir')
-try_('rename /sandbox/main.py', os.rename, '/sandbox/main.py', '/sandbox/x.py')
+try_('rename `+prog+`', os.rename, '`+prog+`', '/sandbox/x.py')
 `)
-	want := "create / EROFS\ncreate /usr/lib EROFS\ncreate /etc EROFS\ncreate /var/tmp EROFS\ncreate /home EROFS\ncreate /sandbox EROFS\n" +
-		"mkdir / EROFS\nrename /sandbox/main.py EROFS\n"
-	if r.text != want || r.isError {
-		t.Errorf("got %q; want %q", r.text, want)
-	}
-	afterCase(t, s, r)
+		want := "create / EROFS\ncreate /usr/lib EROFS\ncreate /etc EROFS\ncreate /var/tmp EROFS\ncreate /home EROFS\ncreate /sandbox EROFS\n" +
+			"mkdir / EROFS\nrename " + prog + " EROFS\n"
+		if r.text != want || r.isError {
+			t.Errorf("got %q; want %q", r.text, want)
+		}
+		afterCase(t, s, r)
+	})
 }
 
 // Case 7: one huge file is stopped by the file-size limit.
 func TestIsolationHugeFile(t *testing.T) {
 	const limit = 8 << 20
 	s := startMCP(t, serverSpec{config: "[limits]\nfile_size = \"8MiB\"\n"})
-	// CPython ignores SIGXFSZ, so the write fails with EFBIG at the limit.
-	py := hostile(t, s, "python", `
+	eachMode(t, func(t *testing.T, m mode) {
+		// CPython ignores SIGXFSZ, so the write fails with EFBIG at the limit.
+		py := m.hostile(t, s, "python", `
 import errno, os
 fd = os.open('/tmp/big', os.O_WRONLY | os.O_CREAT)
 chunk = b'x' * (1 << 20)
@@ -421,11 +429,11 @@ try:
 except OSError as e:
     print('error', errno.errorcode[e.errno], 'size', os.fstat(fd).st_size)
 `)
-	if want := "error EFBIG size " + strconv.Itoa(limit) + "\n"; py.text != want || py.isError {
-		t.Errorf("python: got %q; want %q", py.text, want)
-	}
-	// Node ignores SIGXFSZ too (it would otherwise kill the process).
-	js := hostile(t, s, "javascript", `
+		if want := "error EFBIG size " + strconv.Itoa(limit) + "\n"; py.text != want || py.isError {
+			t.Errorf("python: got %q; want %q", py.text, want)
+		}
+		// Node ignores SIGXFSZ too (it would otherwise kill the process).
+		js := m.hostile(t, s, "javascript", `
 const fs = require('fs');
 const fd = fs.openSync('/tmp/big', 'w');
 const chunk = Buffer.alloc(1 << 20, 120);
@@ -435,17 +443,19 @@ try {
   console.log('error', e.code, 'size', fs.fstatSync(fd).size);
 }
 `)
-	if want := "error EFBIG size " + strconv.Itoa(limit) + "\n"; js.text != want || js.isError {
-		t.Errorf("javascript: got %q; want %q", js.text, want)
-	}
-	afterCase(t, s, py, js)
+		if want := "error EFBIG size " + strconv.Itoa(limit) + "\n"; js.text != want || js.isError {
+			t.Errorf("javascript: got %q; want %q", js.text, want)
+		}
+		afterCase(t, s, py, js)
+	})
 }
 
 // Case 8: what a run leaves in /tmp and /dev/shm is gone for the next one;
 // /var/tmp is read-only.
 func TestIsolationNoLeftoverFiles(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	first := hostile(t, s, "python", `
+	eachMode(t, func(t *testing.T, m mode) {
+		first := m.hostile(t, s, "python", `
 import errno, os
 for p in ['/tmp/left', '/tmp/.hidden/left', '/dev/shm/left', '/var/tmp/left']:
     try:
@@ -456,23 +466,24 @@ for p in ['/tmp/left', '/tmp/.hidden/left', '/dev/shm/left', '/var/tmp/left']:
         print(p, errno.errorcode[e.errno])
 os.mkfifo('/tmp/fifo')
 `)
-	if want := "/tmp/left written\n/tmp/.hidden/left written\n/dev/shm/left written\n/var/tmp/left EROFS\n"; first.text != want {
-		t.Errorf("first run: got %q; want %q", first.text, want)
-	}
-	second := hostile(t, s, "python", `
+		if want := "/tmp/left written\n/tmp/.hidden/left written\n/dev/shm/left written\n/var/tmp/left EROFS\n"; first.text != want {
+			t.Errorf("first run: got %q; want %q", first.text, want)
+		}
+		second := m.hostile(t, s, "python", `
 import os
 for d in ['/tmp', '/dev/shm', '/var/tmp']:
     print(d, sorted(os.listdir(d)))
 `)
-	if want := "/tmp []\n/dev/shm []\n/var/tmp []\n"; second.text != want {
-		t.Errorf("second run: got %q; want %q", second.text, want)
-	}
-	for _, id := range second.ids {
-		if strings.Contains(strings.Join(first.ids, " "), id) {
-			t.Errorf("both runs ran in sandbox %s; want a new one", id)
+		if want := "/tmp []\n/dev/shm []\n/var/tmp []\n"; second.text != want {
+			t.Errorf("second run: got %q; want %q", second.text, want)
 		}
-	}
-	afterCase(t, s, first, second)
+		for _, id := range second.ids {
+			if strings.Contains(strings.Join(first.ids, " "), id) {
+				t.Errorf("both runs ran in sandbox %s; want a new one", id)
+			}
+		}
+		afterCase(t, s, first, second)
+	})
 }
 
 // Case 9: floods of output, on stdout, on stderr and as one 100 MB line
@@ -481,74 +492,79 @@ for d in ['/tmp', '/dev/shm', '/var/tmp']:
 func TestIsolationOutputFlood(t *testing.T) {
 	const keep = 64 << 10 // the default output_bytes
 	s := startMCP(t, serverSpec{})
-	pid := serverPID(t)
-	tests := []struct {
-		name, code string
-		stderr     bool
-		total      int64
-		head, tail string
-	}{
-		{"stdout lines", `
+	eachMode(t, func(t *testing.T, m mode) {
+		pid := serverPID(t)
+		// Each program ends with a statement, not an expression: a
+		// session shows the value of a cell's last expression (here the
+		// count of bytes written) on stdout, as a notebook does.
+		tests := []struct {
+			name, code string
+			stderr     bool
+			total      int64
+			head, tail string
+		}{
+			{"stdout lines", `
 import sys
 w = sys.stdout.buffer.write
 w(b'BEGIN\n')
 chunk = (b'y' * 1023 + b'\n') * 1024
 for _ in range(100):
     w(chunk)
-w(b'END\n')
+n = w(b'END\n')
 `, false, 6 + 100<<20 + 4, "BEGIN\nyyy", "yyy\nEND\n"},
-		{"stderr lines", `
+			{"stderr lines", `
 import os
 os.write(2, b'BEGIN\n')
 chunk = (b'y' * 1023 + b'\n') * 1024
 for _ in range(100):
     os.write(2, chunk)
-os.write(2, b'END\n')
+n = os.write(2, b'END\n')
 `, true, 6 + 100<<20 + 4, "BEGIN\nyyy", "yyy\nEND\n"},
-		{"one 100 MB line", `
+			{"one 100 MB line", `
 import sys
 w = sys.stdout.buffer.write
 w(b'<')
 chunk = b'z' * 1000000
 for _ in range(100):
     w(chunk)
-w(b'>')
+n = w(b'>')
 `, false, 100_000_002, "<zzz", "zzz>"},
-	}
-	var runs []hostileRun
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := hostile(t, s, "python", tt.code, withTimeout(60))
-			runs = append(runs, r)
-			got, dropped := r.out.Stdout, r.out.StdoutTruncatedBytes
-			if tt.stderr {
-				got, dropped = r.out.Stderr, r.out.StderrTruncatedBytes
-			}
-			if r.out.ExitCode != 0 || r.out.TimedOut {
-				t.Errorf("got %+v; want exit 0", r.out)
-			}
-			if len(got) != keep || dropped != tt.total-keep {
-				t.Errorf("kept %d bytes, %d dropped; want %d kept, %d dropped", len(got), dropped, keep, tt.total-keep)
-			}
-			if !strings.HasPrefix(got, tt.head) || !strings.HasSuffix(got, tt.tail) {
-				t.Errorf("kept %q...%q; want the head %q and the tail %q", got[:min(16, len(got))], got[max(0, len(got)-16):], tt.head, tt.tail)
-			}
-			if marker := fmt.Sprintf("[... %d bytes dropped ...]", tt.total-keep); !strings.Contains(r.text, marker) {
-				t.Errorf("text has no %q", marker)
-			}
-		})
-	}
-	// 300 MB went through the server; it holds 64 KiB per stream of a
-	// run. 150 MiB is far above what it needs and far below a copy.
-	hwm, err := procStatusKB(pid, "VmHWM")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("server peak RSS %d KiB", hwm)
-	if hwm > 150<<10 {
-		t.Errorf("server peak RSS (VmHWM) %d KiB; want under 150 MiB", hwm)
-	}
-	afterCase(t, s, runs...)
+		}
+		var runs []hostileRun
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				r := m.hostile(t, s, "python", tt.code, withTimeout(60))
+				runs = append(runs, r)
+				got, dropped := r.out.Stdout, r.out.StdoutTruncatedBytes
+				if tt.stderr {
+					got, dropped = r.out.Stderr, r.out.StderrTruncatedBytes
+				}
+				if r.out.ExitCode != 0 || r.out.TimedOut {
+					t.Errorf("got %+v; want exit 0", r.out)
+				}
+				if len(got) != keep || dropped != tt.total-keep {
+					t.Errorf("kept %d bytes, %d dropped; want %d kept, %d dropped", len(got), dropped, keep, tt.total-keep)
+				}
+				if !strings.HasPrefix(got, tt.head) || !strings.HasSuffix(got, tt.tail) {
+					t.Errorf("kept %q...%q; want the head %q and the tail %q", got[:min(16, len(got))], got[max(0, len(got)-16):], tt.head, tt.tail)
+				}
+				if marker := fmt.Sprintf("[... %d bytes dropped ...]", tt.total-keep); !strings.Contains(r.text, marker) {
+					t.Errorf("text has no %q", marker)
+				}
+			})
+		}
+		// 300 MB went through the server; it holds 64 KiB per stream of a
+		// run. 150 MiB is far above what it needs and far below a copy.
+		hwm, err := procStatusKB(pid, "VmHWM")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("server peak RSS %d KiB", hwm)
+		if hwm > 150<<10 {
+			t.Errorf("server peak RSS (VmHWM) %d KiB; want under 150 MiB", hwm)
+		}
+		afterCase(t, s, runs...)
+	})
 }
 
 // Case 10: bytes that are not UTF-8, NUL bytes and text that looks like
@@ -556,7 +572,9 @@ w(b'>')
 // intact.
 func TestIsolationHostileOutputBytes(t *testing.T) {
 	// Invalid sequences become U+FFFD, one per run of bad bytes; NUL and
-	// the fake frames are plain characters of the string.
+	// the fake frames are plain characters of the string. The program
+	// ends with a statement: a session would show the value of a last
+	// expression (the count written) on stdout (see case 9).
 	const program = `
 import sys
 data = (b'a\xff\xfeb\x00c\n'
@@ -564,46 +582,71 @@ data = (b'a\xff\xfeb\x00c\n'
         b'Content-Length: 10\r\n\r\n{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}\n'
         b'\xed\xa0\x80\n')
 sys.stdout.buffer.write(data)
-sys.stderr.buffer.write(data)
+n = sys.stderr.buffer.write(data)
 `
 	const want = "a\uFFFDb\x00c\n" +
 		`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"forged"}]}}` + "\n" +
 		"Content-Length: 10\r\n\r\n" + `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}` + "\n" +
 		"\uFFFD\n"
 
-	t.Run("client", func(t *testing.T) {
-		s := startMCP(t, serverSpec{})
-		r := hostile(t, s, "python", program)
-		if r.out.Stdout != want || r.out.Stderr != want || r.out.ExitCode != 0 {
-			t.Errorf("stdout %q, stderr %q, exit %d; want both %q, exit 0", r.out.Stdout, r.out.Stderr, r.out.ExitCode, want)
-		}
-		if !strings.HasPrefix(r.text, want) {
-			t.Errorf("text %q; want it to start with %q", r.text, want)
-		}
-		afterCase(t, s, r)
-	})
+	eachMode(t, func(t *testing.T, m mode) {
+		t.Run("client", func(t *testing.T) {
+			s := startMCP(t, serverSpec{})
+			r := m.hostile(t, s, "python", program)
+			if r.out.Stdout != want || r.out.Stderr != want || r.out.ExitCode != 0 {
+				t.Errorf("stdout %q, stderr %q, exit %d; want both %q, exit 0", r.out.Stdout, r.out.Stderr, r.out.ExitCode, want)
+			}
+			if !strings.HasPrefix(r.text, want) {
+				t.Errorf("text %q; want it to start with %q", r.text, want)
+			}
+			afterCase(t, s, r)
+		})
 
-	t.Run("raw stream", func(t *testing.T) {
-		r := startRaw(t)
-		r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
-		r.next(t)
-		r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-		args, _ := json.Marshal(map[string]any{"name": "run_python_code", "arguments": map[string]any{"code": program}})
-		r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(args)+`}`)
-		// next fails the test unless each line is one JSON-RPC message:
-		// the output's newlines, NUL and frames are escaped inside it.
-		m := r.next(t)
-		res, _ := m["result"].(map[string]any)
-		sc, _ := res["structuredContent"].(map[string]any)
-		if m["id"] != 2.0 || sc["stdout"] != want || sc["stderr"] != want {
-			t.Errorf("response %v; want id 2 with stdout and stderr %q", m, want)
-		}
-		r.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":"print(6 * 7)"}}}`)
-		m = r.next(t)
-		content, _ := m["result"].(map[string]any)["content"].([]any)
-		if m["id"] != 3.0 || len(content) != 1 || content[0].(map[string]any)["text"] != "42\n" {
-			t.Errorf("the next call: %v; want id 3 with 42", m)
-		}
+		t.Run("raw stream", func(t *testing.T) {
+			r := startRaw(t)
+			r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+			r.next(t)
+			r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+			arguments := map[string]any{"code": program}
+			var session string
+			if m.session {
+				// create_session and close_session as raw frames too.
+				r.send(t, `{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"create_session","arguments":{"language":"python"}}}`)
+				msg := r.next(t)
+				res, _ := msg["result"].(map[string]any)
+				sc, _ := res["structuredContent"].(map[string]any)
+				session, _ = sc["session_id"].(string)
+				if msg["id"] != 10.0 || session == "" {
+					t.Fatalf("create_session: %v; want id 10 with a session_id", msg)
+				}
+				arguments["session_id"] = session
+			}
+			args, _ := json.Marshal(map[string]any{"name": "run_python_code", "arguments": arguments})
+			r.send(t, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":`+string(args)+`}`)
+			// next fails the test unless each line is one JSON-RPC message:
+			// the output's newlines, NUL and frames are escaped inside it.
+			msg := r.next(t)
+			res, _ := msg["result"].(map[string]any)
+			sc, _ := res["structuredContent"].(map[string]any)
+			if msg["id"] != 2.0 || sc["stdout"] != want || sc["stderr"] != want {
+				t.Errorf("response %v; want id 2 with stdout and stderr %q", msg, want)
+			}
+			if got, _ := sc["session_id"].(string); got != session {
+				t.Errorf("session_id %q; want %q", got, session)
+			}
+			if m.session {
+				r.send(t, `{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"close_session","arguments":{"session_id":"`+session+`"}}}`)
+				if msg := r.next(t); msg["id"] != 11.0 || msg["result"] == nil {
+					t.Errorf("close_session: %v; want id 11 with a result", msg)
+				}
+			}
+			r.send(t, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":"print(6 * 7)"}}}`)
+			msg = r.next(t)
+			content, _ := msg["result"].(map[string]any)["content"].([]any)
+			if msg["id"] != 3.0 || len(content) != 1 || content[0].(map[string]any)["text"] != "42\n" {
+				t.Errorf("the next call: %v; want id 3 with 42", msg)
+			}
+		})
 	})
 }
 
@@ -612,38 +655,67 @@ sys.stderr.buffer.write(data)
 func TestIsolationCodeOverCap(t *testing.T) {
 	const limit = 1 << 20 // the default code_bytes
 	s := startMCP(t, serverSpec{config: "[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"})
-	for lang, tool := range toolFor {
-		over := "//" + strings.Repeat("x", limit-1)
-		if lang == "python" {
-			over = "#" + strings.Repeat("x", limit)
+	eachMode(t, func(t *testing.T, m mode) {
+		for lang, tool := range toolFor {
+			over := "//" + strings.Repeat("x", limit-1)
+			if lang == "python" {
+				over = "#" + strings.Repeat("x", limit)
+			}
+			args := code(over)
+			// In a session, its container exists before the call (the
+			// one container there is), and the refusal must come before
+			// the driver is sent the code.
+			var session string
+			if m.session {
+				session = createSession(t, s, lang)
+				args["session_id"] = session
+			}
+			w := watchStarts(t)
+			r := s.call(testContext(t), t, tool, args)
+			if !r.isError || !strings.Contains(r.text, fmt.Sprintf("is %d bytes", limit+1)) || !strings.Contains(r.text, fmt.Sprintf("(%d bytes)", limit)) || !strings.Contains(r.text, "Nothing was run") {
+				t.Errorf("%s: %d bytes: got %q (isError %v); want an error naming the size and the cap of %d bytes", lang, len(over), r.text, r.isError, limit)
+			}
+			// The refusal comes before any call to containerd: had the
+			// server created a container or started a task before it
+			// answered, the watch has its event once flushed.
+			w.flush(t)
+			if c, st := w.createdContainers(), w.seen(); len(c) > 0 || len(st) > 0 {
+				t.Errorf("%s: containers %v created, tasks %v started; want none", lang, c, st)
+			}
+			want := 0 // no pool
+			if m.session {
+				want = 1 // the session's
+			}
+			if n := containerCount(t); n != want {
+				t.Errorf("%s: %d containers; want %d", lang, n, want)
+			}
+			if m.session {
+				// A cell sends containerd nothing, so the watch above
+				// cannot tell whether the driver got the code: the next
+				// call being the session's first cell does.
+				next := s.call(testContext(t), t, tool, map[string]any{"code": "1", "session_id": session})
+				if next.text != "1\n" || next.out.ExecutionCount != 1 {
+					t.Errorf("%s: the call after the refused one: %q, execution_count %d; want 1, the session's first cell", lang, next.text, next.out.ExecutionCount)
+				}
+				closeSession(t, s, session)
+				if !waitFor(30*time.Second, func() bool { return containerCount(t) == 0 }) {
+					t.Fatalf("%s: the closed session's container is still there after 30s", lang)
+				}
+			}
 		}
-		w := watchStarts(t)
-		r := s.call(testContext(t), t, tool, code(over))
-		if !r.isError || !strings.Contains(r.text, fmt.Sprintf("is %d bytes", limit+1)) || !strings.Contains(r.text, fmt.Sprintf("(%d bytes)", limit)) || !strings.Contains(r.text, "Nothing was run") {
-			t.Errorf("%s: %d bytes: got %q (isError %v); want an error naming the size and the cap of %d bytes", lang, len(over), r.text, r.isError, limit)
+		src := "print('ran')\n"
+		src += "#" + strings.Repeat("x", limit-len(src)-1)
+		r := m.hostile(t, s, "python", src)
+		if r.text != "ran\n" {
+			t.Errorf("program of exactly %d bytes: got %q; want it run", len(src), r.text)
 		}
-		// The refusal comes before any call to containerd: had the
-		// server created a container or started a task before it
-		// answered, the watch has its event once flushed.
-		w.flush(t)
-		if c, st := w.createdContainers(), w.seen(); len(c) > 0 || len(st) > 0 {
-			t.Errorf("%s: containers %v created, tasks %v started; want none", lang, c, st)
+		// The watcher does see a sandbox's container being created (a
+		// session's, by create_session).
+		if c := r.watch.createdContainers(); !slices.Equal(c, r.ids) {
+			t.Errorf("containers created for the run %v; want its sandbox %v", c, r.ids)
 		}
-		if n := containerCount(t); n != 0 {
-			t.Errorf("%s: %d containers; want none (no pool)", lang, n)
-		}
-	}
-	src := "print('ran')\n"
-	src += "#" + strings.Repeat("x", limit-len(src)-1)
-	r := hostile(t, s, "python", src)
-	if r.text != "ran\n" {
-		t.Errorf("program of exactly %d bytes: got %q; want it run", len(src), r.text)
-	}
-	// The watcher does see a sandbox's container being created.
-	if c := r.watch.createdContainers(); !slices.Equal(c, r.ids) {
-		t.Errorf("containers created for the run %v; want its sandbox %v", c, r.ids)
-	}
-	afterCase(t, s, r)
+		afterCase(t, s, r)
+	})
 }
 
 // netnsTarget is a network namespace the test made, joined to the host by
@@ -794,10 +866,11 @@ func TestIsolationNetwork(t *testing.T) {
 
 	port := func(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
 	s := startMCP(t, serverSpec{})
-	// The program refuses to resolve a name if a nameserver is not on
-	// loopback: a broken sandbox would then send the query off the
-	// machine. The name is under .invalid, which never resolves.
-	r := hostile(t, s, "python", fmt.Sprintf(`
+	eachMode(t, func(t *testing.T, m mode) {
+		// The program refuses to resolve a name if a nameserver is not on
+		// loopback: a broken sandbox would then send the query off the
+		// machine. The name is under .invalid, which never resolves.
+		r := m.hostile(t, s, "python", fmt.Sprintf(`
 import errno, os, socket
 print('sys/class/net:', sorted(os.listdir('/sys/class/net')))
 print('if_nameindex:', [n for _, n in socket.if_nameindex()])
@@ -837,19 +910,19 @@ print('host ::1:', connect(socket.AF_INET6, '::1', %d))
 print('netns %s:', connect(socket.AF_INET, '%s', %d), send_udp(socket.AF_INET, '%s', %d))
 print('netns %s:', connect(socket.AF_INET6, '%s', %d), send_udp(socket.AF_INET6, '%s', %d))
 `, port(host[0]), port(host[1]),
-		target.v4, target.v4, port(target.l4), target.v4, port(target.l4),
-		target.v6, target.v6, port(target.l6), target.v6, port(target.l6)), withTimeout(20))
-	// 127.0.0.1 and ::1 are the sandbox's own loopback, where nothing
-	// listens: the host's listeners are not there to refuse or accept.
-	// The veth's addresses have no route at all.
-	want := "sys/class/net: ['lo']\nif_nameindex: ['lo']\nresolve: gaierror True\n" +
-		"host 127.0.0.1: ECONNREFUSED\nhost ::1: ECONNREFUSED\n" +
-		"netns " + target.v4 + ": ENETUNREACH ENETUNREACH\nnetns " + target.v6 + ": ENETUNREACH ENETUNREACH\n"
-	if r.text != want {
-		t.Errorf("got %q; want %q", r.text, want)
-	}
+			target.v4, target.v4, port(target.l4), target.v4, port(target.l4),
+			target.v6, target.v6, port(target.l6), target.v6, port(target.l6)), withTimeout(20))
+		// 127.0.0.1 and ::1 are the sandbox's own loopback, where nothing
+		// listens: the host's listeners are not there to refuse or accept.
+		// The veth's addresses have no route at all.
+		want := "sys/class/net: ['lo']\nif_nameindex: ['lo']\nresolve: gaierror True\n" +
+			"host 127.0.0.1: ECONNREFUSED\nhost ::1: ECONNREFUSED\n" +
+			"netns " + target.v4 + ": ENETUNREACH ENETUNREACH\nnetns " + target.v6 + ": ENETUNREACH ENETUNREACH\n"
+		if r.text != want {
+			t.Errorf("got %q; want %q", r.text, want)
+		}
 
-	js := hostile(t, s, "javascript", fmt.Sprintf(`
+		js := m.hostile(t, s, "javascript", fmt.Sprintf(`
 const net = require('net');
 const targets = [['127.0.0.1', %d], ['::1', %d], [%q, %d], [%q, %d]];
 (async () => {
@@ -863,26 +936,28 @@ const targets = [['127.0.0.1', %d], ['::1', %d], [%q, %d], [%q, %d]];
   }
 })();
 `, port(host[0]), port(host[1]), target.v4, port(target.l4), target.v6, port(target.l6)), withTimeout(20))
-	wantJS := "127.0.0.1 ECONNREFUSED\n::1 ECONNREFUSED\n" + target.v4 + " ENETUNREACH\n" + target.v6 + " ENETUNREACH\n"
-	if js.text != wantJS {
-		t.Errorf("javascript: got %q; want %q", js.text, wantJS)
-	}
+		wantJS := "127.0.0.1 ECONNREFUSED\n::1 ECONNREFUSED\n" + target.v4 + " ENETUNREACH\n" + target.v6 + " ENETUNREACH\n"
+		if js.text != wantJS {
+			t.Errorf("javascript: got %q; want %q", js.text, wantJS)
+		}
 
-	if h, n := hostAccepted.Load(), target.accepted.Load(); h != 0 || n != 0 {
-		t.Errorf("listeners accepted %d (host loopback) and %d (netns) connections from the sandbox; want none", h, n)
-	}
-	afterCase(t, s, r, js)
+		if h, n := hostAccepted.Load(), target.accepted.Load(); h != 0 || n != 0 {
+			t.Errorf("listeners accepted %d (host loopback) and %d (netns) connections from the sandbox; want none", h, n)
+		}
+		afterCase(t, s, r, js)
+	})
 }
 
 // Case 13: raw and packet sockets, AF_ALG, AF_VSOCK and io_uring are
 // refused.
 func TestIsolationSocketFamiliesAndIOURing(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	// Raw and packet sockets are allowed by seccomp and refused by the
-	// kernel for want of CAP_NET_RAW; AF_ALG, AF_VSOCK and io_uring_setup
-	// are not in containerd's default profile, whose default action is
-	// EPERM.
-	r := hostile(t, s, "python", `
+	eachMode(t, func(t *testing.T, m mode) {
+		// Raw and packet sockets are allowed by seccomp and refused by the
+		// kernel for want of CAP_NET_RAW; AF_ALG, AF_VSOCK and io_uring_setup
+		// are not in containerd's default profile, whose default action is
+		// EPERM.
+		r := m.hostile(t, s, "python", `
 import ctypes, errno, socket
 def sock(what, *args):
     try:
@@ -902,18 +977,20 @@ params = ctypes.create_string_buffer(120)
 fd = libc.syscall(425, 8, params)  # io_uring_setup, the same number on x86_64 and arm64
 print('io_uring_setup', fd if fd >= 0 else errno.errorcode[ctypes.get_errno()])
 `)
-	want := "raw ipv4 EPERM\nraw ipv6 EPERM\nraw tcp EPERM\npacket raw EPERM\npacket dgram EPERM\nalg EPERM\nvsock EPERM\nio_uring_setup EPERM\n"
-	if r.text != want {
-		t.Errorf("got %q; want %q", r.text, want)
-	}
-	afterCase(t, s, r)
+		want := "raw ipv4 EPERM\nraw ipv6 EPERM\nraw tcp EPERM\npacket raw EPERM\npacket dgram EPERM\nalg EPERM\nvsock EPERM\nio_uring_setup EPERM\n"
+		if r.text != want {
+			t.Errorf("got %q; want %q", r.text, want)
+		}
+		afterCase(t, s, r)
+	})
 }
 
 // Case 27: eight hostile runs at once, while a normal run still completes
 // in time.
 func TestIsolationManyHostileRunsAtOnce(t *testing.T) {
 	// Ten slots: the eight bombs and the normal run all run, none queues.
-	s := startMCP(t, serverSpec{concurrency: 10, config: "[limits]\nmemory = \"256MiB\"\n"})
+	// In a session each bomb is a session's first cell: eight sessions.
+	s := startMCP(t, serverSpec{concurrency: 10, config: "[limits]\nmemory = \"256MiB\"\n[sessions]\nmax_sessions = 8\n"})
 	const timeout = 6
 	forkBomb := `
 import os, time
@@ -959,68 +1036,124 @@ for (;;) {
 		{"memory", "python", memBomb}, {"memory", "python", memBomb}, {"memory", "javascript", jsMemBomb},
 		{"cpu", "python", cpuSpin}, {"cpu", "python", cpuSpin}, {"cpu", "javascript", jsSpin},
 	}
-	w := s.watchCall(t)
-	ctx := testContext(t)
-	var wg sync.WaitGroup
-	results := make([]*mcp.CallToolResult, len(bombs))
-	errs := make([]error, len(bombs))
-	for i, b := range bombs {
-		wg.Go(func() {
-			args := code(b.code)
-			args["timeout_seconds"] = timeout
-			results[i], errs[i] = s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: toolFor[b.lang], Arguments: args}})
-		})
-	}
-	var running []string
-	if !waitFor(30*time.Second, func() bool { ts, _ := sandboxTasks(ctx); running = ts.running; return len(running) >= len(bombs) }) {
-		t.Fatalf("%d of %d hostile runs started within 30s", len(running), len(bombs))
-	}
-	// All eight run: the normal run competes with them for the CPUs, the
-	// kernel and containerd. Its sandbox is new (the pools went to the
-	// bombs), and python needs a fraction of a CPU second, so even with
-	// fair shares of 2 cores among ten cgroups it takes a few seconds;
-	// 10 s means the bombs starved the host.
-	//
-	// Not synchronisation: the waitFor above waits for the bombs to run. This
-	// lets the bombs run for a second (fork, allocate, spin up to their
-	// limits) so that the normal run meets them at full strength rather
-	// than as they start; nothing the bombs do signals that they are there.
-	time.Sleep(time.Second)
-	start := time.Now()
-	normal := s.call(ctx, t, "run_python_code", code("print(1)"))
-	took := time.Since(start)
-	t.Logf("normal run during the bombs took %s", took.Round(time.Millisecond))
-	if normal.text != "1\n" || normal.isError || took > 10*time.Second {
-		t.Errorf("normal run during the bombs: %q (isError %v) in %s; want 1 within 10s", normal.text, normal.isError, took.Round(time.Millisecond))
-	}
-	wg.Wait()
-	oomSeen := 0
-	for i, b := range bombs {
-		if errs[i] != nil {
-			t.Errorf("bomb %d (%s %s): %v", i, b.lang, b.kind, errs[i])
-			continue
+	eachMode(t, func(t *testing.T, m mode) {
+		w := s.watchCall(t)
+		ctx := testContext(t)
+		// Sessions are all created first: their sandboxes then run the
+		// driver, and each bomb is sent as a cell, all at once.
+		sessions := make([]string, len(bombs))
+		var cpu0 map[string]int64
+		if m.session {
+			for i, b := range bombs {
+				sessions[i] = createSession(t, s, b.lang)
+			}
+			ts, err := sandboxTasks(ctx)
+			if err != nil || len(ts.running) != len(bombs) {
+				t.Fatalf("sandboxes running the drivers of %d sessions: %v (%v); want %d", len(bombs), ts.running, err, len(bombs))
+			}
+			cpu0 = map[string]int64{}
+			for _, id := range ts.running {
+				cpu0[id] = cpuUsage(t, id)
+			}
 		}
-		r := decodeResult(t, results[i])
-		ok := r.out.TimedOut && r.out.Signal == "SIGKILL"
-		// The children die of OOM and the parent at the deadline; a run
-		// whose parent saw a child killed reports both. Whether the
-		// kernel's OOM killer acts within the deadline is the kernel's
-		// affair: with a cold page cache, cgroup v1 reclaim was seen to
-		// thrash on node's own text for over 6 s before it killed.
-		oom := b.kind == "memory" && strings.Contains(r.out.Stdout, "oom\n")
-		if oom {
-			oomSeen++
-			ok = ok && r.out.OOMKilled
+		var wg sync.WaitGroup
+		results := make([]*mcp.CallToolResult, len(bombs))
+		errs := make([]error, len(bombs))
+		for i, b := range bombs {
+			wg.Go(func() {
+				args := code(b.code)
+				args["timeout_seconds"] = timeout
+				if m.session {
+					args["session_id"] = sessions[i]
+				}
+				results[i], errs[i] = s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: toolFor[b.lang], Arguments: args}})
+			})
 		}
-		if !ok {
-			t.Errorf("bomb %d (%s %s): %+v; want timed out with SIGKILL%s", i, b.lang, b.kind, r.out, map[bool]string{true: ", oom_killed"}[oom])
+		if !m.session {
+			var running []string
+			if !waitFor(30*time.Second, func() bool { ts, _ := sandboxTasks(ctx); running = ts.running; return len(running) >= len(bombs) }) {
+				t.Fatalf("%d of %d hostile runs started within 30s", len(running), len(bombs))
+			}
+		} else {
+			// A session's sandbox runs from create_session on: a bomb is
+			// seen running by the CPU time its sandbox takes, 0.1 s
+			// more than the idle driver had, which every bomb does in
+			// well under a second.
+			var idle []string
+			if !waitFor(30*time.Second, func() bool {
+				idle = nil
+				for id, c := range cpu0 {
+					if cpuUsage(t, id)-c < int64(100*time.Millisecond) {
+						idle = append(idle, id)
+					}
+				}
+				return len(idle) == 0
+			}) {
+				t.Fatalf("sessions %v did not take 0.1 CPU-second within 30s of their cells being sent; want all %d bombs running", idle, len(bombs))
+			}
 		}
-	}
-	// The python bombs' children meet the OOM killer within a second.
-	t.Logf("%d of 3 memory bombs saw a child killed", oomSeen)
-	if oomSeen == 0 {
-		t.Errorf("no memory bomb saw a child killed by the OOM killer; want oom_killed checked on at least one")
-	}
-	waitFor(5*time.Second, func() bool { return len(w.exitedIDs()) >= len(bombs) })
-	afterCase(t, s, hostileRun{ids: w.exitedIDs(), watch: w})
+		// All eight run: the normal run competes with them for the CPUs,
+		// the kernel and containerd. Its sandbox is new (the pools went to
+		// the bombs; in a session, the pools are there, but the sandbox of
+		// one must still start the program), and python needs a fraction
+		// of a CPU second, so even with fair shares of 2 cores among ten
+		// cgroups it takes a few seconds; 10 s means the bombs starved the
+		// host.
+		//
+		// Not synchronisation: the waits above wait for the bombs to run.
+		// This lets the bombs run for a second (fork, allocate, spin up to
+		// their limits) so that the normal run meets them at full
+		// strength rather than as they start; nothing the bombs do
+		// signals that they are there.
+		time.Sleep(time.Second)
+		start := time.Now()
+		normal := s.call(ctx, t, "run_python_code", code("print(1)"))
+		took := time.Since(start)
+		t.Logf("normal run during the bombs took %s", took.Round(time.Millisecond))
+		if normal.text != "1\n" || normal.isError || took > 10*time.Second {
+			t.Errorf("normal run during the bombs: %q (isError %v) in %s; want 1 within 10s", normal.text, normal.isError, took.Round(time.Millisecond))
+		}
+		wg.Wait()
+		oomSeen := 0
+		for i, b := range bombs {
+			if errs[i] != nil {
+				t.Errorf("bomb %d (%s %s): %v", i, b.lang, b.kind, errs[i])
+				continue
+			}
+			r := decodeResult(t, results[i])
+			ok := r.out.TimedOut && r.out.Signal == "SIGKILL"
+			if m.session {
+				// Stopped at the deadline as a cell is (see
+				// stoppedAtDeadline): interrupted, the session alive, or
+				// killed with its session.
+				ok = r.out.TimedOut && (r.out.Signal == "SIGINT" && r.out.SessionEnded == "" || r.out.Signal == "SIGKILL" && r.out.SessionEnded != "")
+			}
+			// The children die of OOM and the parent at the deadline; a run
+			// whose parent saw a child killed reports both. Whether the
+			// kernel's OOM killer acts within the deadline is the kernel's
+			// affair: with a cold page cache, cgroup v1 reclaim was seen to
+			// thrash on node's own text for over 6 s before it killed.
+			oom := b.kind == "memory" && strings.Contains(r.out.Stdout, "oom\n")
+			if oom {
+				oomSeen++
+				ok = ok && r.out.OOMKilled
+			}
+			if !ok {
+				t.Errorf("bomb %d (%s %s): %+v; want timed out with %s%s", i, b.lang, b.kind, r.out, map[bool]string{false: "SIGKILL", true: "SIGINT (or SIGKILL, the session ended)"}[m.session], map[bool]string{true: ", oom_killed"}[oom])
+			}
+		}
+		// The python bombs' children meet the OOM killer within a second.
+		t.Logf("%d of 3 memory bombs saw a child killed", oomSeen)
+		if oomSeen == 0 {
+			t.Errorf("no memory bomb saw a child killed by the OOM killer; want oom_killed checked on at least one")
+		}
+		// A session's sandbox exits when the session ends.
+		for _, id := range sessions {
+			if m.session {
+				closeSession(t, s, id)
+			}
+		}
+		waitFor(15*time.Second, func() bool { return len(w.exitedIDs()) >= len(bombs) })
+		afterCase(t, s, hostileRun{ids: w.exitedIDs(), watch: w})
+	})
 }

@@ -114,12 +114,13 @@ func marker(t *testing.T) string {
 // Case 14: host and image secrets are masked or unreadable.
 func TestIsolationSecretsUnreadable(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	masked := []string{"/proc/kcore", "/proc/keys", "/proc/interrupts", "/proc/kallsyms", "/proc/timer_list", "/proc/sched_debug"}
-	dirs := []string{"/sys/firmware", "/sys/kernel/debug"}
-	// The image has no /etc/shadow (nobody's password is "*" in
-	// /etc/passwd); its root-only files stand in for it.
-	private := []string{"/etc/shadow", "/etc/security/opasswd", "/var/cache/debconf/passwords.dat", "/root"}
-	r := hostile(t, s, "python", pyProbe+`
+	eachMode(t, func(t *testing.T, m mode) {
+		masked := []string{"/proc/kcore", "/proc/keys", "/proc/interrupts", "/proc/kallsyms", "/proc/timer_list", "/proc/sched_debug"}
+		dirs := []string{"/sys/firmware", "/sys/kernel/debug"}
+		// The image has no /etc/shadow (nobody's password is "*" in
+		// /etc/passwd); its root-only files stand in for it.
+		private := []string{"/etc/shadow", "/etc/security/opasswd", "/var/cache/debconf/passwords.dat", "/root"}
+		r := m.hostile(t, s, "python", pyProbe+`
 import stat
 def probe(p):
     if os.path.isdir(p):
@@ -133,30 +134,32 @@ def probe(p):
 for p in `+pyList(slices.Concat(masked, dirs, private))+`:
     check(p, lambda p=p: probe(p))
 `+pyReport)
-	want := map[string]string{
-		"/etc/shadow":                      "ENOENT",
-		"/etc/security/opasswd":            "EACCES",
-		"/var/cache/debconf/passwords.dat": "EACCES",
-		"/root":                            "EACCES",
-	}
-	// Masked files are /dev/null, masked directories an empty read-only
-	// tmpfs; a path the host kernel lacks is absent in the sandbox too.
-	for _, p := range masked {
-		want[p] = onHost(p, "masked")
-	}
-	for _, p := range dirs {
-		want[p] = onHost(p, "empty dir")
-	}
-	assertReport(t, probeReport(t, r), want)
-	afterCase(t, s, r)
+		want := map[string]string{
+			"/etc/shadow":                      "ENOENT",
+			"/etc/security/opasswd":            "EACCES",
+			"/var/cache/debconf/passwords.dat": "EACCES",
+			"/root":                            "EACCES",
+		}
+		// Masked files are /dev/null, masked directories an empty read-only
+		// tmpfs; a path the host kernel lacks is absent in the sandbox too.
+		for _, p := range masked {
+			want[p] = onHost(p, "masked")
+		}
+		for _, p := range dirs {
+			want[p] = onHost(p, "empty dir")
+		}
+		assertReport(t, probeReport(t, r), want)
+		afterCase(t, s, r)
+	})
 }
 
 // Case 15: kernel tunables and the magic SysRq key cannot be written.
 func TestIsolationProcSysReadOnly(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	paths := []string{"/proc/sys/kernel/hostname", "/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches",
-		"/proc/sys/net/ipv4/ip_forward", "/proc/sysrq-trigger"}
-	r := hostile(t, s, "python", pyProbe+`
+	eachMode(t, func(t *testing.T, m mode) {
+		paths := []string{"/proc/sys/kernel/hostname", "/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches",
+			"/proc/sys/net/ipv4/ip_forward", "/proc/sysrq-trigger"}
+		r := m.hostile(t, s, "python", pyProbe+`
 for p in `+pyList(paths)+`:
     # O_TRUNC: the read-only mount refuses before any permission check.
     check('truncate ' + p, lambda p=p: open(p, 'w').close())
@@ -165,26 +168,28 @@ check('write-only /proc/sys/kernel/hostname', lambda: os.close(os.open('/proc/sy
 out['sethostname'] = sys_(170, b'pwned', 5)
 out['core_pattern'] = open('/proc/sys/kernel/core_pattern').read().strip()
 `+pyReport)
-	corePattern, err := os.ReadFile("/proc/sys/kernel/core_pattern")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{
-		"write-only /proc/sys/kernel/hostname": "EACCES",
-		"sethostname":                          "EPERM",
-		"core_pattern":                         strings.TrimSpace(string(corePattern)),
-	}
-	for _, p := range paths {
-		want["truncate "+p] = onHost(p, "EROFS")
-	}
-	assertReport(t, probeReport(t, r), want)
-	afterCase(t, s, r)
+		corePattern, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"write-only /proc/sys/kernel/hostname": "EACCES",
+			"sethostname":                          "EPERM",
+			"core_pattern":                         strings.TrimSpace(string(corePattern)),
+		}
+		for _, p := range paths {
+			want["truncate "+p] = onHost(p, "EROFS")
+		}
+		assertReport(t, probeReport(t, r), want)
+		afterCase(t, s, r)
+	})
 }
 
 // Case 16: no new namespaces, mounts or roots.
 func TestIsolationNoNamespacesOrMounts(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	r := hostile(t, s, "python", pyProbe+`
+	eachMode(t, func(t *testing.T, m mode) {
+		r := m.hostile(t, s, "python", pyProbe+`
 import subprocess
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID = 0x20000, 0x10000000, 0x40000000, 0x20000000
 out['unshare user'] = sys_(272, CLONE_NEWUSER)
@@ -204,31 +209,33 @@ out['setns mnt'] = sys_(308, fd, 0)
 out['pivot_root'] = sys_(155, b'/tmp', b'/tmp')
 out['chroot'] = sys_(161, b'/tmp')
 `+pyReport)
-	assertReport(t, probeReport(t, r), map[string]string{
-		"unshare user":      "EPERM",
-		"unshare mount":     "EPERM",
-		"unshare net":       "EPERM",
-		"clone user+pid":    "EPERM",
-		"clone3":            "ENOSYS", // containerd's profile: so that libc falls back to clone
-		"unshare(1) --user": "exit 1: unshare: unshare failed: Operation not permitted",
-		"mount tmpfs":       "EPERM",
-		"remount / rw":      "EPERM",
-		"umount /proc/keys": "EPERM",
-		"fsopen tmpfs":      "EPERM",
-		"open_tree /":       "EPERM",
-		"setns mnt":         "EPERM",
-		"pivot_root":        "EPERM",
-		"chroot":            "EPERM",
+		assertReport(t, probeReport(t, r), map[string]string{
+			"unshare user":      "EPERM",
+			"unshare mount":     "EPERM",
+			"unshare net":       "EPERM",
+			"clone user+pid":    "EPERM",
+			"clone3":            "ENOSYS", // containerd's profile: so that libc falls back to clone
+			"unshare(1) --user": "exit 1: unshare: unshare failed: Operation not permitted",
+			"mount tmpfs":       "EPERM",
+			"remount / rw":      "EPERM",
+			"umount /proc/keys": "EPERM",
+			"fsopen tmpfs":      "EPERM",
+			"open_tree /":       "EPERM",
+			"setns mnt":         "EPERM",
+			"pivot_root":        "EPERM",
+			"chroot":            "EPERM",
+		})
+		afterCase(t, s, r)
 	})
-	afterCase(t, s, r)
 }
 
 // Case 17: no tracing or reading another process's memory, and no host
 // process in sight.
 func TestIsolationNoPtraceAndHostProcessesInvisible(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	host := os.Getpid()
-	r := hostile(t, s, "python", pyProbe+fmt.Sprintf(`
+	eachMode(t, func(t *testing.T, m mode) {
+		host := os.Getpid()
+		r := m.hostile(t, s, "python", pyProbe+fmt.Sprintf(`
 import signal, subprocess
 out['processes'] = ' '.join(sorted(p for p in os.listdir('/proc') if p.isdigit()))
 out['pid 1'] = open('/proc/1/cmdline').read().replace('\0', ' ').strip()
@@ -246,18 +253,18 @@ out['process_vm_writev child'] = sys_(311, child.pid, ctypes.byref(local), 1, ct
 child.kill()
 child.wait()
 `, host)+pyReport)
-	assertReport(t, probeReport(t, r), map[string]string{
-		"processes":               "1",
-		"pid 1":                   "python3 /sandbox/main.py",
-		"kill host pid":           "ESRCH",
-		"ptrace traceme":          "EPERM",
-		"ptrace attach child":     "EPERM",
-		"ptrace seize child":      "EPERM",
-		"process_vm_readv child":  "EPERM",
-		"process_vm_writev child": "EPERM",
-	})
+		assertReport(t, probeReport(t, r), map[string]string{
+			"processes":               "1",
+			"pid 1":                   m.pid1("python"), // in a session, the driver: the program runs in it
+			"kill host pid":           "ESRCH",
+			"ptrace traceme":          "EPERM",
+			"ptrace attach child":     "EPERM",
+			"ptrace seize child":      "EPERM",
+			"process_vm_readv child":  "EPERM",
+			"process_vm_writev child": "EPERM",
+		})
 
-	js := hostile(t, s, "javascript", fmt.Sprintf(`
+		js := m.hostile(t, s, "javascript", fmt.Sprintf(`
 const fs = require('fs');
 const out = {};
 out['processes'] = fs.readdirSync('/proc').filter(p => /^\d+$/.test(p)).sort().join(' ');
@@ -265,18 +272,20 @@ out['pid 1'] = fs.readFileSync('/proc/1/cmdline', 'utf8').split('\0').join(' ').
 try { process.kill(%d, 0); out['kill host pid'] = 'ok'; } catch (e) { out['kill host pid'] = e.code; }
 console.log(JSON.stringify(out));
 `, host))
-	assertReport(t, probeReport(t, js), map[string]string{
-		"processes":     "1",
-		"pid 1":         "node /sandbox/main.js",
-		"kill host pid": "ESRCH",
+		assertReport(t, probeReport(t, js), map[string]string{
+			"processes":     "1",
+			"pid 1":         m.pid1("javascript"),
+			"kill host pid": "ESRCH",
+		})
+		afterCase(t, s, r, js)
 	})
-	afterCase(t, s, r, js)
 }
 
 // Case 18: the kernel's riskier interfaces are refused.
 func TestIsolationDangerousSyscallsRefused(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	r := hostile(t, s, "python", pyProbe+`
+	eachMode(t, func(t *testing.T, m mode) {
+		r := m.hostile(t, s, "python", pyProbe+`
 out['keyctl'] = sys_(250, 0, -3, 1)                      # KEYCTL_GET_KEYRING_ID, session, create
 out['add_key'] = sys_(248, b'user', b'csm', b'secret', 6, -2)
 out['request_key'] = sys_(249, b'user', b'csm', None, -2)
@@ -290,29 +299,31 @@ out['init_module'] = sys_(175, None, 0, b'')
 out['finit_module'] = sys_(313, -1, b'', 0)
 check('open /dev/userfaultfd', lambda: os.open('/dev/userfaultfd', os.O_RDWR))
 `+pyReport)
-	assertReport(t, probeReport(t, r), map[string]string{
-		"keyctl":                "EPERM",
-		"add_key":               "EPERM",
-		"request_key":           "EPERM",
-		"bpf":                   "EPERM",
-		"perf_event_open":       "EPERM",
-		"userfaultfd":           "EPERM",
-		"memfd_secret":          "EPERM",
-		"kexec_load":            "EPERM",
-		"kexec_file_load":       "EPERM",
-		"init_module":           "EPERM",
-		"finit_module":          "EPERM",
-		"open /dev/userfaultfd": "ENOENT",
+		assertReport(t, probeReport(t, r), map[string]string{
+			"keyctl":                "EPERM",
+			"add_key":               "EPERM",
+			"request_key":           "EPERM",
+			"bpf":                   "EPERM",
+			"perf_event_open":       "EPERM",
+			"userfaultfd":           "EPERM",
+			"memfd_secret":          "EPERM",
+			"kexec_load":            "EPERM",
+			"kexec_file_load":       "EPERM",
+			"init_module":           "EPERM",
+			"finit_module":          "EPERM",
+			"open /dev/userfaultfd": "ENOENT",
+		})
+		afterCase(t, s, r)
 	})
-	afterCase(t, s, r)
 }
 
 // Case 19: no device nodes can be made, and the host's are not there.
 func TestIsolationNoDevices(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	devices := []string{"/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/kmsg", "/dev/mem", "/dev/kmem", "/dev/port",
-		"/dev/kvm", "/dev/fuse", "/dev/net/tun", "/dev/console"}
-	r := hostile(t, s, "python", pyProbe+`
+	eachMode(t, func(t *testing.T, m mode) {
+		devices := []string{"/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/kmsg", "/dev/mem", "/dev/kmem", "/dev/port",
+			"/dev/kvm", "/dev/fuse", "/dev/net/tun", "/dev/console"}
+		r := m.hostile(t, s, "python", pyProbe+`
 import stat
 check('mknod char 1:3', lambda: os.mknod('/tmp/null', stat.S_IFCHR | 0o666, os.makedev(1, 3)))
 check('mknod block 254:0', lambda: os.mknod('/tmp/disk', stat.S_IFBLK | 0o666, os.makedev(254, 0)))
@@ -320,18 +331,19 @@ for p in `+pyList(devices)+`:
     check('open ' + p, lambda p=p: os.close(os.open(p, os.O_RDONLY)))
 out['/dev'] = ' '.join(sorted(os.listdir('/dev')))
 `+pyReport)
-	want := map[string]string{
-		"mknod char 1:3":    "EPERM",
-		"mknod block 254:0": "EPERM",
-		// runc's default devices, its /dev/pts, /dev/mqueue and the
-		// std* links, and our /dev/shm: nothing of the host's.
-		"/dev": "fd full mqueue null ptmx pts random shm stderr stdin stdout tty urandom zero",
-	}
-	for _, d := range devices {
-		want["open "+d] = "ENOENT"
-	}
-	assertReport(t, probeReport(t, r), want)
-	afterCase(t, s, r)
+		want := map[string]string{
+			"mknod char 1:3":    "EPERM",
+			"mknod block 254:0": "EPERM",
+			// runc's default devices, its /dev/pts, /dev/mqueue and the
+			// std* links, and our /dev/shm: nothing of the host's.
+			"/dev": "fd full mqueue null ptmx pts random shm stderr stdin stdout tty urandom zero",
+		}
+		for _, d := range devices {
+			want["open "+d] = "ENOENT"
+		}
+		assertReport(t, probeReport(t, r), want)
+		afterCase(t, s, r)
+	})
 }
 
 // Case 20: the image's setuid and setgid binaries give nothing: with
@@ -339,7 +351,8 @@ out['/dev'] = ' '.join(sorted(os.listdir('/dev')))
 // waits for a password on a pipe, and its ids read from /proc.
 func TestIsolationSetuidGivesNothing(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	r := hostile(t, s, "python", pyProbe+`
+	eachMode(t, func(t *testing.T, m mode) {
+		r := m.hostile(t, s, "python", pyProbe+`
 import subprocess, time
 found = subprocess.run(['find', '/', '-xdev', '-perm', '/6000', '-type', 'f'], capture_output=True, text=True).stdout.split()
 out['setid binaries'] = ' '.join(sorted(found))
@@ -373,58 +386,60 @@ for argv in (['/usr/bin/su', '-c', 'id', 'root'], ['/usr/sbin/unix_chkpwd', 'roo
     out[argv[0]] = seen
 out['uid'] = str(os.getuid())
 `+pyReport)
-	report := probeReport(t, r)
-	uid, err := strconv.ParseUint(report["uid"], 10, 32)
-	if err != nil || !testUIDs.Contains(uint32(uid)) {
-		t.Fatalf("the run's uid: got %q; want one of %v", report["uid"], testUIDs)
-	}
-	// Real, effective, saved and file-system ids: all the run's own.
-	self := fmt.Sprintf("Uid %[1]d %[1]d %[1]d %[1]d, Gid %[1]d %[1]d %[1]d %[1]d, CapEff 0000000000000000", uid)
-	assertReport(t, report, map[string]string{
-		"setid binaries":        "/usr/bin/su /usr/sbin/unix_chkpwd",
-		"file capabilities":     "",
-		"/usr/bin/su":           self, // setuid root
-		"/usr/sbin/unix_chkpwd": self, // setgid shadow
-		"uid":                   report["uid"],
+		report := probeReport(t, r)
+		uid, err := strconv.ParseUint(report["uid"], 10, 32)
+		if err != nil || !testUIDs.Contains(uint32(uid)) {
+			t.Fatalf("the run's uid: got %q; want one of %v", report["uid"], testUIDs)
+		}
+		// Real, effective, saved and file-system ids: all the run's own.
+		self := fmt.Sprintf("Uid %[1]d %[1]d %[1]d %[1]d, Gid %[1]d %[1]d %[1]d %[1]d, CapEff 0000000000000000", uid)
+		assertReport(t, report, map[string]string{
+			"setid binaries":        "/usr/bin/su /usr/sbin/unix_chkpwd",
+			"file capabilities":     "",
+			"/usr/bin/su":           self, // setuid root
+			"/usr/sbin/unix_chkpwd": self, // setgid shadow
+			"uid":                   report["uid"],
+		})
+		afterCase(t, s, r)
 	})
-	afterCase(t, s, r)
 }
 
 // Case 21: neither containerd's, docker's nor a shim's socket is
 // reachable, by path or in the abstract namespace.
 func TestIsolationNoDaemonSockets(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	// A listener of our own in the host's abstract namespace: the host
-	// reaches it, the sandbox, in its own network namespace, must not.
-	abstract := "@" + marker(t)
-	l, err := net.Listen("unix", abstract)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var accepted atomic.Int64
-	countAccepts(t, l, &accepted)
-	if c, err := net.Dial("unix", abstract); err != nil {
-		t.Fatalf("the host cannot reach its own abstract socket %s: %v", abstract, err)
-	} else {
-		c.Close()
-	}
+	eachMode(t, func(t *testing.T, m mode) {
+		// A listener of our own in the host's abstract namespace: the host
+		// reaches it, the sandbox, in its own network namespace, must not.
+		abstract := "@" + marker(t)
+		l, err := net.Listen("unix", abstract)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var accepted atomic.Int64
+		countAccepts(t, l, &accepted)
+		if c, err := net.Dial("unix", abstract); err != nil {
+			t.Fatalf("the host cannot reach its own abstract socket %s: %v", abstract, err)
+		} else {
+			c.Close()
+		}
 
-	paths := []string{"/run/containerd/containerd.sock", "/run/containerd/containerd.sock.ttrpc",
-		"/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock", testAddress, testAddress + ".ttrpc"}
-	// Shim sockets (containerd 1.5 and later put them here, not in the
-	// abstract namespace).
-	shims, _ := filepath.Glob("/run/containerd/s/*")
-	paths = append(paths, shims...)
-	abstracts := append(hostAbstractSockets(t), abstract)
-	want := map[string]string{}
-	for _, p := range paths {
-		want[p] = "ENOENT"
-	}
-	for _, a := range abstracts {
-		want[a] = "ECONNREFUSED"
-	}
+		paths := []string{"/run/containerd/containerd.sock", "/run/containerd/containerd.sock.ttrpc",
+			"/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock", testAddress, testAddress + ".ttrpc"}
+		// Shim sockets (containerd 1.5 and later put them here, not in the
+		// abstract namespace).
+		shims, _ := filepath.Glob("/run/containerd/s/*")
+		paths = append(paths, shims...)
+		abstracts := append(hostAbstractSockets(t), abstract)
+		want := map[string]string{}
+		for _, p := range paths {
+			want[p] = "ENOENT"
+		}
+		for _, a := range abstracts {
+			want[a] = "ECONNREFUSED"
+		}
 
-	r := hostile(t, s, "python", pyProbe+`
+		r := m.hostile(t, s, "python", pyProbe+`
 import socket
 def dial(addr):
     c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -436,26 +451,29 @@ def dial(addr):
 for a in `+pyList(slices.Concat(paths, abstracts))+`:
     check(a, lambda a=a: dial(a))
 `+pyReport)
-	assertReport(t, probeReport(t, r), want)
+		assertReport(t, probeReport(t, r), want)
 
-	js := hostile(t, s, "javascript", `
+		js := m.hostile(t, s, "javascript", `
 const net = require('net');
 const addrs = `+pyList(slices.Concat(paths, abstracts))+`;
 const out = {};
 let left = addrs.length;
-for (const a of addrs) {
-  const c = net.createConnection({ path: a.startsWith('@') ? '\0' + a.slice(1) : a });
-  const done = (v) => { if (!(a in out)) { out[a] = v; c.destroy(); if (--left === 0) console.log(JSON.stringify(out)); } };
-  c.on('connect', () => done('ok'));
-  c.on('error', (e) => done(e.code));
-}
+new Promise((finished) => { // the last expression: see case 1
+  for (const a of addrs) {
+    const c = net.createConnection({ path: a.startsWith('@') ? '\0' + a.slice(1) : a });
+    const done = (v) => { if (!(a in out)) { out[a] = v; c.destroy(); if (--left === 0) { console.log(JSON.stringify(out)); finished(); } } };
+    c.on('connect', () => done('ok'));
+    c.on('error', (e) => done(e.code));
+  }
+});
 `)
-	assertReport(t, probeReport(t, js), want)
-	// Our listener saw the host's own dial, and nothing from the sandbox.
-	if n := accepted.Load(); n != 1 {
-		t.Errorf("abstract listener %s accepted %d connections; want 1 (the host's)", abstract, n)
-	}
-	afterCase(t, s, r, js)
+		assertReport(t, probeReport(t, js), want)
+		// Our listener saw the host's own dial, and nothing from the sandbox.
+		if n := accepted.Load(); n != 1 {
+			t.Errorf("abstract listener %s accepted %d connections; want 1 (the host's)", abstract, n)
+		}
+		afterCase(t, s, r, js)
+	})
 }
 
 // hostAbstractSockets lists the abstract unix sockets the host's network
@@ -483,41 +501,49 @@ func TestIsolationEnvironmentAllowListed(t *testing.T) {
 		args: []string{"--pass-through-env", "CSM_PASSED"},
 		env:  []string{"CSM_HOST_SECRET=hunter2-host-secret", "CSM_PASSED=passed-value", "AWS_SECRET_ACCESS_KEY=hunter2-aws"},
 	})
-	r := hostile(t, s, "python", `
+	eachMode(t, func(t *testing.T, m mode) {
+		r := m.hostile(t, s, "python", `
 import json, os
 env = dict(os.environ)
 pid1 = dict(kv.split('=', 1) for kv in open('/proc/1/environ').read().split('\0') if kv)
 print(json.dumps({'same in /proc/1/environ': str(env == pid1), **env}))
 `)
-	path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	assertReport(t, probeReport(t, r), map[string]string{
-		"same in /proc/1/environ": "True",
-		"PATH":                    path, // the image's
-		"LANG":                    "C.UTF-8",
-		"PYTHONUNBUFFERED":        "1", // the language's
-		"MPLBACKEND":              "Agg",
-		"PYTHONDONTWRITEBYTECODE": "1",
-		"PYTHONPATH":              "/opt/code-sandbox-mcp/python", // the figure hook's (figures = true)
-		"HOME":                    "/tmp",
-		"CSM_PASSED":              "passed-value",
+		path := "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+		assertReport(t, probeReport(t, r), map[string]string{
+			"same in /proc/1/environ": "True",
+			"PATH":                    path, // the image's
+			"LANG":                    "C.UTF-8",
+			"PYTHONUNBUFFERED":        "1", // the language's
+			"MPLBACKEND":              "Agg",
+			"PYTHONDONTWRITEBYTECODE": "1",
+			"PYTHONPATH":              "/opt/code-sandbox-mcp/python", // the figure hook's (figures = true)
+			"HOME":                    "/tmp",
+			"CSM_PASSED":              "passed-value",
+		})
+		js := m.hostile(t, s, "javascript", `console.log(JSON.stringify(process.env))`)
+		assertReport(t, probeReport(t, js), map[string]string{
+			"PATH":       path,
+			"LANG":       "C.UTF-8",
+			"HOME":       "/tmp",
+			"CSM_PASSED": "passed-value",
+		})
+		afterCase(t, s, r, js)
 	})
-	js := hostile(t, s, "javascript", `console.log(JSON.stringify(process.env))`)
-	assertReport(t, probeReport(t, js), map[string]string{
-		"PATH":       path,
-		"LANG":       "C.UTF-8",
-		"HOME":       "/tmp",
-		"CSM_PASSED": "passed-value",
-	})
-	afterCase(t, s, r, js)
 }
 
 // Case 23: the program inherits stdin, stdout and stderr and no other
 // descriptor.
 func TestIsolationOnlyStdioInherited(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	// fstat opens nothing, unlike listing /proc/self/fd.
-	r := hostile(t, s, "python", pyProbe+`
-import resource
+	eachMode(t, func(t *testing.T, m mode) {
+		// fstat opens nothing, unlike listing /proc/self/fd. Past fd 2,
+		// each descriptor is described: what it is, whether it is
+		// close-on-exec, and how it is open. A child lists its own: what
+		// the program starts inherits.
+		r := m.hostile(t, s, "python", pyProbe+`
+import resource, subprocess
+list_fds = """
+import os, resource
 fds = []
 for fd in range(resource.getrlimit(resource.RLIMIT_NOFILE)[0]):
     try:
@@ -525,23 +551,47 @@ for fd in range(resource.getrlimit(resource.RLIMIT_NOFILE)[0]):
         fds.append(fd)
     except OSError:
         pass
+"""
+exec(list_fds)
 out['open fds'] = ' '.join(map(str, fds))
+link = lambda fd: os.readlink('/proc/self/fd/%d' % fd)
 for fd in fds:
-    out['fd %d' % fd] = os.readlink('/proc/self/fd/%d' % fd).split('[')[0]
+    if fd <= 2:
+        out['fd %d' % fd] = link(fd).split('[')[0]
+        continue
+    flags = int(open('/proc/self/fdinfo/%d' % fd).read().split('flags:')[1].split()[0], 8)
+    what = {link(1): "fd 1's pipe", link(2): "fd 2's pipe"}.get(link(fd), link(fd).split('[')[0])
+    out['fd %d' % fd] = ', '.join([what, 'close-on-exec' if flags & 0o2000000 else 'inherited', ['read-only', 'write-only', 'read-write'][flags & 3]])
+child = list_fds + "print(' '.join(map(str, fds)))"
+out["a child's fds"] = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip()
 `+pyReport)
-	assertReport(t, probeReport(t, r), map[string]string{
-		"open fds": "0 1 2",
-		"fd 0":     "/dev/null", // stdin: EOF at once
-		"fd 1":     "pipe:",
-		"fd 2":     "pipe:",
-	})
+		want := map[string]string{
+			"open fds":      "0 1 2",
+			"fd 0":          "/dev/null", // stdin: EOF at once
+			"fd 1":          "pipe:",
+			"fd 2":          "pipe:",
+			"a child's fds": "0 1 2",
+		}
+		if m.session {
+			// The program runs in the driver's process, which holds
+			// descriptors of its own, all close-on-exec (so that a
+			// child gets none, as above): its request channel, the
+			// pipe that was its fd 0 before it put /dev/null there,
+			// and copies of fds 1 and 2 for its end markers (see
+			// exec/drivers/session.py).
+			want["open fds"] = "0 1 2 3 4 5"
+			want["fd 3"] = "pipe:, close-on-exec, read-only"
+			want["fd 4"] = "fd 1's pipe, close-on-exec, write-only"
+			want["fd 5"] = "fd 2's pipe, close-on-exec, write-only"
+		}
+		assertReport(t, probeReport(t, r), want)
 
-	// Node opens descriptors of its own (libuv's event loop) before the
-	// program runs. Anything inherited would not be close-on-exec, and
-	// would be a socket, a file, or one end of a pipe whose other end is
-	// elsewhere; Node's own are close-on-exec, eventfds, epolls, both ends
-	// of its pipes, and /dev/null.
-	js := hostile(t, s, "javascript", `
+		// Node opens descriptors of its own (libuv's event loop) before the
+		// program runs. Anything inherited would not be close-on-exec, and
+		// would be a socket, a file, or one end of a pipe whose other end is
+		// elsewhere; Node's own are close-on-exec, eventfds, epolls, both ends
+		// of its pipes, and /dev/null.
+		js := m.hostile(t, s, "javascript", `
 const fs = require('fs');
 const fds = fs.readdirSync('/proc/self/fd').map(Number);
 const out = {};
@@ -557,27 +607,44 @@ for (const [fd, l] of Object.entries(links)) {
   if (fd <= 2) continue;
   const flags = parseInt(/flags:\s*(\d+)/.exec(fs.readFileSync('/proc/self/fdinfo/' + fd, 'utf8'))[1], 8);
   const own = (flags & 0o2000000) && (l === '/dev/null' || /^anon_inode:\[?(eventfd|eventpoll|timerfd)/.test(l) || (l.startsWith('pipe:') && pipes[l] === 2));
-  if (!own) foreign.push(fd + ' ' + l);
+  if (!own) foreign.push([l.split('[')[0], flags & 0o2000000 ? 'close-on-exec' : 'inherited', ['read-only', 'write-only', 'read-write'][flags & 3]].join(', '));
 }
-out['not Node\'s own'] = foreign.join(', ');
+out['not Node\'s own'] = foreign.join('; ');
 console.log(JSON.stringify(out));
 `)
-	assertReport(t, probeReport(t, js), map[string]string{
-		"fd 0":           "/dev/null",
-		"fd 1":           "pipe:",
-		"fd 2":           "pipe:",
-		"not Node's own": "",
+		want = map[string]string{
+			"fd 0":           "/dev/null",
+			"fd 1":           "pipe:",
+			"fd 2":           "pipe:",
+			"not Node's own": "",
+		}
+		if m.session {
+			// The driver's request channel: it reopens its fd 0 pipe,
+			// close-on-exec, and puts /dev/null on fd 0 (see
+			// exec/drivers/session.js). Not Node's own by the rule above
+			// (its other end is the server's), and the one descriptor
+			// more.
+			want["not Node's own"] = "pipe:, close-on-exec, read-only"
+		}
+		assertReport(t, probeReport(t, js), want)
+		afterCase(t, s, r, js)
 	})
-	afterCase(t, s, r, js)
 }
 
 // Case 24: nothing a program starts outlives its run: not a child that
 // ignores SIGTERM, not a daemon (setsid and a double fork), not zombies;
 // whether the program exits by itself or is killed at its deadline.
+//
+// In a session, what a cell starts lives on after the cell, as the rest
+// of its state does, until the session ends: there the run is the
+// session, and the processes are looked for once hostile has closed it.
+// The node program's last expression is a Promise, which a session's
+// cell waits for as node waits for its event loop (see case 1).
 func TestIsolationNothingSurvivesTheRun(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	m := marker(t)
-	spawn := fmt.Sprintf(`
+	eachMode(t, func(t *testing.T, m mode) {
+		mk := marker(t)
+		spawn := fmt.Sprintf(`
 import os, signal, subprocess, sys, time
 M = %q
 stubborn = 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)'
@@ -601,49 +668,50 @@ for p in os.listdir('/proc'):
     except (OSError, IndexError):
         pass
 print('alive', alive, 'zombies', zombies, flush=True)
-`, m)
-	tests := []struct {
-		name, lang, code string
-		want             string
-		deadline         bool
-	}{
-		{name: "python exits", lang: "python", code: spawn, want: "alive 2 zombies 6\n"},
-		{name: "python ignores SIGTERM until the deadline", lang: "python",
-			code: spawn + "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)\n", want: "alive 2 zombies 6\n", deadline: true},
-		{name: "node detached child", lang: "javascript", code: fmt.Sprintf(`
+`, mk)
+		tests := []struct {
+			name, lang, code string
+			want             string
+			deadline         bool
+		}{
+			{name: "python exits", lang: "python", code: spawn, want: "alive 2 zombies 6\n"},
+			{name: "python ignores SIGTERM until the deadline", lang: "python",
+				code: spawn + "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(600)\n", want: "alive 2 zombies 6\n", deadline: true},
+			{name: "node detached child", lang: "javascript", code: fmt.Sprintf(`
 const { spawn } = require('child_process');
 const c = spawn(process.execPath, ['-e', 'process.on("SIGTERM", () => {}); setInterval(() => {}, 1000)', %q],
   { detached: true, stdio: 'ignore' });
 c.unref();
-setTimeout(() => { console.log('spawned', c.pid > 1); }, 500);
-`, m+"-node"), want: "spawned true\n"},
-	}
-	var runs []hostileRun
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var opts []hostileOpt
-			if tt.deadline {
-				opts = append(opts, withTimeout(4))
-			}
-			r := hostile(t, s, tt.lang, tt.code, opts...)
-			runs = append(runs, r)
-			if r.out.Stdout != tt.want {
-				t.Errorf("stdout %q; want %q (the program must have made what it tries to leave)", r.out.Stdout, tt.want)
-			}
-			if tt.deadline {
-				killedAtDeadline(t, r, 4)
-			} else if r.isError || r.out.ExitCode != 0 {
-				t.Errorf("got %q %+v; want exit 0", r.text, r.out)
-			}
-			var left []string
-			// Killing pid 1 of a pid namespace kills the rest before the
-			// task is reported gone; allow the host a moment to reap.
-			if !waitFor(5*time.Second, func() bool { left = withMarker(m); return len(left) == 0 }) {
-				t.Errorf("host processes with %s in their command line after the run: %v; want none", m, left)
-			}
-		})
-	}
-	afterCase(t, s, runs...)
+new Promise((done) => setTimeout(() => { console.log('spawned', c.pid > 1); done(); }, 500));
+`, mk+"-node"), want: "spawned true\n"},
+		}
+		var runs []hostileRun
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				var opts []hostileOpt
+				if tt.deadline {
+					opts = append(opts, withTimeout(4))
+				}
+				r := m.hostile(t, s, tt.lang, tt.code, opts...)
+				runs = append(runs, r)
+				if r.out.Stdout != tt.want {
+					t.Errorf("stdout %q; want %q (the program must have made what it tries to leave)", r.out.Stdout, tt.want)
+				}
+				if tt.deadline {
+					m.stoppedAtDeadline(t, r, 4)
+				} else if r.isError || r.out.ExitCode != 0 {
+					t.Errorf("got %q %+v; want exit 0", r.text, r.out)
+				}
+				var left []string
+				// Killing pid 1 of a pid namespace kills the rest before the
+				// task is reported gone; allow the host a moment to reap.
+				if !waitFor(5*time.Second, func() bool { left = withMarker(mk); return len(left) == 0 }) {
+					t.Errorf("host processes with %s in their command line after the run: %v; want none", mk, left)
+				}
+			})
+		}
+		afterCase(t, s, runs...)
+	})
 }
 
 // withMarker lists the host's processes whose command line contains m.
@@ -660,21 +728,22 @@ func withMarker(m string) []string {
 // Case 25: a segfault leaves no core file anywhere, and is reported.
 func TestIsolationSegfaultNoCore(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	b, err := os.ReadFile("/proc/sys/kernel/core_pattern")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pattern := strings.TrimSpace(string(b))
-	pipe := strings.HasPrefix(pattern, "|")
-	if pipe {
-		// The kernel hands a dump to a pipe helper whatever RLIMIT_CORE
-		// says; the helper (systemd-coredump, apport) runs on the host
-		// and decides by the limit it is given (%c), which is 0.
-		t.Logf("core_pattern %q is a pipe: RLIMIT_CORE=0 does not stop the kernel from starting it", pattern)
-	}
-	// A file pattern is resolved in the dumping process's mount namespace
-	// and working directory: in the sandbox, which is checked here.
-	r := hostile(t, s, "python", pyProbe+`
+	eachMode(t, func(t *testing.T, m mode) {
+		b, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pattern := strings.TrimSpace(string(b))
+		pipe := strings.HasPrefix(pattern, "|")
+		if pipe {
+			// The kernel hands a dump to a pipe helper whatever RLIMIT_CORE
+			// says; the helper (systemd-coredump, apport) runs on the host
+			// and decides by the limit it is given (%c), which is 0.
+			t.Logf("core_pattern %q is a pipe: RLIMIT_CORE=0 does not stop the kernel from starting it", pattern)
+		}
+		// A file pattern is resolved in the dumping process's mount namespace
+		// and working directory: in the sandbox, which is checked here.
+		r := m.hostile(t, s, "python", pyProbe+`
 import glob, resource, signal
 out['RLIMIT_CORE'] = '%d %d' % resource.getrlimit(resource.RLIMIT_CORE)
 def died(how):
@@ -694,84 +763,89 @@ out['core files'] = ' '.join(f for d in ('/tmp', '/dev/shm', os.getcwd()) for f 
 print(json.dumps(out), flush=True)
 ctypes.string_at(0)
 `)
-	if r.out.Signal != "SIGSEGV" || r.out.ExitCode != 139 || !r.isError {
-		t.Errorf("got %+v; want a SIGSEGV death reported (exit 139)", r.out)
-	}
-	r.isError, r.out.ExitCode = false, 0 // for probeReport: the report came first
-	want := map[string]string{
-		"RLIMIT_CORE":             "0 0",
-		"fault":                   "signal 11 core dumped False",
-		"SIGSEGV":                 "signal 11 core dumped False",
-		"pid 1 SIGSEGV to itself": "ignored",
-		"cwd":                     "/workspace",
-		"core files":              "",
-	}
-	got := probeReport(t, r)
-	if pipe {
-		// Whether the helper took a dump is its business: not asserted.
-		delete(want, "fault")
-		delete(want, "SIGSEGV")
-		delete(got, "fault")
-		delete(got, "SIGSEGV")
-	}
-	assertReport(t, got, want)
-	afterCase(t, s, r)
+		if r.out.Signal != "SIGSEGV" || r.out.ExitCode != 139 || !r.isError {
+			t.Errorf("got %+v; want a SIGSEGV death reported (exit 139)", r.out)
+		}
+		// In a session the program crashed the driver, its process.
+		m.endedSession(t, r)
+		r.isError, r.out.ExitCode = false, 0 // for probeReport: the report came first
+		want := map[string]string{
+			"RLIMIT_CORE":             "0 0",
+			"fault":                   "signal 11 core dumped False",
+			"SIGSEGV":                 "signal 11 core dumped False",
+			"pid 1 SIGSEGV to itself": "ignored",
+			"cwd":                     "/workspace",
+			"core files":              "",
+		}
+		got := probeReport(t, r)
+		if pipe {
+			// Whether the helper took a dump is its business: not asserted.
+			delete(want, "fault")
+			delete(want, "SIGSEGV")
+			delete(got, "fault")
+			delete(got, "SIGSEGV")
+		}
+		assertReport(t, got, want)
+		afterCase(t, s, r)
+	})
 }
 
 // Case 26: the posture of a live run's processes, read from the host.
 func TestIsolationPostureFromHost(t *testing.T) {
 	s := startMCP(t, serverSpec{})
-	hostNS := namespacesOf(t, os.Getpid())
-	checked := make(chan []int, 1)
-	go func() {
-		var pids []int
-		defer func() { checked <- pids }()
-		ctx := testContext(t)
-		var id string
-		waitFor(30*time.Second, func() bool {
-			ts, err := sandboxTasks(ctx)
-			if err != nil || len(ts.running) == 0 {
-				return false
+	eachMode(t, func(t *testing.T, m mode) {
+		hostNS := namespacesOf(t, os.Getpid())
+		checked := make(chan []int, 1)
+		go func() {
+			var pids []int
+			defer func() { checked <- pids }()
+			ctx := testContext(t)
+			var id string
+			waitFor(30*time.Second, func() bool {
+				ts, err := sandboxTasks(ctx)
+				if err != nil || len(ts.running) == 0 {
+					return false
+				}
+				id = ts.running[0]
+				return true
+			})
+			if id == "" {
+				t.Error("no sandbox ran within 30s")
+				return
 			}
-			id = ts.running[0]
-			return true
-		})
-		if id == "" {
-			t.Error("no sandbox ran within 30s")
-			return
-		}
-		c, err := testClient.LoadContainer(ctx, id)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		task, err := c.Task(ctx, nil)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		// The program's child is its sign that it is ready.
-		waitFor(10*time.Second, func() bool { pids = inPIDNamespaceOf(task.Pid()); return len(pids) >= 2 })
-		if len(pids) < 2 {
-			t.Errorf("processes of sandbox %s: got %v; want the interpreter and its child", id, pids)
-		}
-		for _, pid := range pids {
-			checkPosture(t, pid, hostNS)
-		}
-		// Let the program finish: it waits for its child.
-		for _, pid := range pids[1:] {
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	}()
-	r := hostile(t, s, "python", `
+			c, err := testClient.LoadContainer(ctx, id)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			// The program's child is its sign that it is ready.
+			waitFor(10*time.Second, func() bool { pids = inPIDNamespaceOf(task.Pid()); return len(pids) >= 2 })
+			if len(pids) < 2 {
+				t.Errorf("processes of sandbox %s: got %v; want the interpreter and its child", id, pids)
+			}
+			for _, pid := range pids {
+				checkPosture(t, pid, hostNS)
+			}
+			// Let the program finish: it waits for its child.
+			for _, pid := range pids[1:] {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}()
+		r := m.hostile(t, s, "python", `
 import subprocess
 print('child', subprocess.run(['sleep', '30']).returncode)
 `, withTimeout(40))
-	pids := <-checked
-	if len(pids) >= 2 && (r.out.Stdout != "child -9\n" || r.isError) {
-		t.Errorf("got %q %+v; want the child killed from the host, exit 0", r.text, r.out)
-	}
-	afterCase(t, s, r)
+		pids := <-checked
+		if len(pids) >= 2 && (r.out.Stdout != "child -9\n" || r.isError) {
+			t.Errorf("got %q %+v; want the child killed from the host, exit 0", r.text, r.out)
+		}
+		afterCase(t, s, r)
+	})
 }
 
 // checkPosture checks, from /proc on the host, that pid holds no

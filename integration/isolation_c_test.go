@@ -284,56 +284,68 @@ else:
 
 	s := startMCP(t, serverSpec{concurrency: 4})
 	root, _ := unpackedImage(t, pythonImage)
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			token := randomToken(t)
-			a := startCall(t, s, "run_python_code", holdPrelude+tc.hold+strings.ReplaceAll(holdEnd, "TOKEN", token))
-			if !waitFor(30*time.Second, func() bool { return heldMarker(token) }) {
+	eachMode(t, func(t *testing.T, m mode) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				token := randomToken(t)
+				// In a session, A is the first cell of a session of its
+				// own, and B of another: what a session's sandbox holds
+				// lives on after its cell (case 32's children hold their
+				// ptys), until the session is closed, once A is done.
+				args := code(holdPrelude + tc.hold + strings.ReplaceAll(holdEnd, "TOKEN", token))
+				if m.session {
+					session := createSession(t, s, "python")
+					args["session_id"] = session
+					t.Cleanup(func() { closeSession(t, s, session) })
+				}
+				a := startCall(t, s, "run_python_code", args)
+				if !waitFor(30*time.Second, func() bool { return heldMarker(token) }) {
+					releaseRuns(t, s.stateDir, token)
+					r := <-a
+					t.Fatalf("run A never held the resource: %q", r.text)
+				}
+
+				b := m.hostile(t, s, "python", tc.use)
+				var host string
+				if tc.host != nil {
+					host = tc.host(t)
+				} else {
+					host = hostRun(t, root, "/usr/bin/python3", "-c", tc.use)
+				}
+
 				releaseRuns(t, s.stateDir, token)
 				r := <-a
-				t.Fatalf("run A never held the resource: %q", r.text)
-			}
-
-			b := s.call(testContext(t), t, "run_python_code", code(tc.use))
-			var host string
-			if tc.host != nil {
-				host = tc.host(t)
-			} else {
-				host = hostRun(t, root, "/usr/bin/python3", "-c", tc.use)
-			}
-
-			releaseRuns(t, s.stateDir, token)
-			r := <-a
-			want := tc.inSandbox
-			if want == "" {
-				want = "ok"
-			}
-			if strings.TrimSpace(b.out.Stdout) != want {
-				t.Errorf("run B, while A held the resource: got %q (stderr %q); want %s", b.out.Stdout, b.out.Stderr, want)
-			}
-			if host != "ok" {
-				t.Errorf("a host process of uid 65534, while A held the resource: got %q; want ok", host)
-			}
-			var n int
-			var e string
-			if _, err := fmt.Sscanf(r.out.Stdout, "held %d %s", &n, &e); err != nil {
-				t.Fatalf("run A: got %q (stderr %q); want \"held N ERRNO\"", r.out.Stdout, r.out.Stderr)
-			}
-			tc.held(t, n, e)
-		})
-	}
+				want := tc.inSandbox
+				if want == "" {
+					want = "ok"
+				}
+				if strings.TrimSpace(b.out.Stdout) != want {
+					t.Errorf("run B, while A held the resource: got %q (stderr %q); want %s", b.out.Stdout, b.out.Stderr, want)
+				}
+				if host != "ok" {
+					t.Errorf("a host process of uid 65534, while A held the resource: got %q; want ok", host)
+				}
+				var n int
+				var e string
+				if _, err := fmt.Sscanf(r.out.Stdout, "held %d %s", &n, &e); err != nil {
+					t.Fatalf("run A: got %q (stderr %q); want \"held N ERRNO\"", r.out.Stdout, r.out.Stderr)
+				}
+				tc.held(t, n, e)
+			})
+		}
+	})
 	afterCase(t, s)
 }
 
-// startCall makes a call to tool with src in the background; the channel
+// startCall makes a call to tool with args in the background; the channel
 // gets its result.
-func startCall(t *testing.T, s *mcpServer, tool, src string) <-chan toolResult {
+func startCall(t *testing.T, s *mcpServer, tool string, args map[string]any) <-chan toolResult {
 	t.Helper()
 	ch := make(chan toolResult, 1)
 	ctx := testContext(t)
 	go func() {
 		var r toolResult
-		res, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: code(src)}})
+		res, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
 		if err == nil {
 			r, err = parseResult(res)
 		}

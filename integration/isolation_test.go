@@ -1,9 +1,10 @@
 package integration
 
-// Helpers shared by the isolation suite (isolation_a_test.go and
-// isolation_b_test.go): a hostile program run through the real server, with
-// the ids of the sandboxes it ran in, and afterCase, what the host must look
-// like afterwards.
+// Helpers shared by the isolation suite (isolation_a_test.go to
+// isolation_d_test.go): the two modes every case runs in (a sandbox of its
+// own, a cell of a fresh session), a hostile program run through the real
+// server in either, with the ids of the sandboxes it ran in, and
+// afterCase, what the host must look like afterwards.
 
 import (
 	"context"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -49,10 +51,85 @@ func withTimeout(sec int) hostileOpt {
 	return func(args map[string]any) { args["timeout_seconds"] = sec }
 }
 
-// hostile runs src in lang ("python" or "javascript") on s, and returns the
-// result with the ids of the sandboxes that ran meanwhile. It fails the
-// test if none did, since then the case proved nothing about one.
-func hostile(t *testing.T, s *mcpServer, lang, src string, opts ...hostileOpt) hostileRun {
+// mode is how the isolation suite runs a hostile program: in a sandbox of
+// its own (one-shot), or as the first cell of a fresh session (issue 13),
+// whose sandbox is built exactly as a one-shot one is but whose process
+// is the session driver (exec/drivers), the program running inside it.
+// Every case runs in both modes, as subtests named after the mode, with
+// the same assertions; where a session legitimately differs, the case
+// says so next to the difference.
+type mode struct {
+	name    string // "oneshot" or "session": the subtest's name
+	session bool
+}
+
+var modes = []mode{{name: "oneshot"}, {name: "session", session: true}}
+
+// eachMode runs f once per mode, as the subtests TEST/oneshot and
+// TEST/session.
+func eachMode(t *testing.T, f func(t *testing.T, m mode)) {
+	t.Helper()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { f(t, m) })
+	}
+}
+
+// program is the path of the file the sandbox's first process runs: the
+// program (one-shot), or the session driver (session).
+func (m mode) program(lang string) string {
+	name := map[string]string{"python": "main.py", "javascript": "main.js"}[lang]
+	if m.session {
+		name = map[string]string{"python": "session.py", "javascript": "session.js"}[lang]
+	}
+	return "/sandbox/" + name
+}
+
+// pid1 is the command line of the sandbox's first process, as
+// /proc/1/cmdline shows it with spaces: the interpreter running the
+// program (one-shot), or the session driver, which runs the program in
+// its own process (session).
+func (m mode) pid1(lang string) string {
+	switch {
+	case lang == "python":
+		return "python3 " + m.program(lang)
+	case m.session:
+		return "node --expose-internals " + m.program(lang)
+	}
+	return "node " + m.program(lang)
+}
+
+// createSession creates a session of lang on s and returns its id.
+func createSession(t *testing.T, s *mcpServer, lang string) string {
+	t.Helper()
+	var c createdSession
+	text, isErr := callRaw(testContext(t), t, s.c, "create_session", map[string]any{"language": lang}, &c)
+	if isErr || c.SessionID == "" {
+		t.Fatalf("create_session %s: %q", lang, text)
+	}
+	return c.SessionID
+}
+
+// closeSession closes session id on s; a session that ended already is
+// no error (close_session is idempotent).
+func closeSession(t *testing.T, s *mcpServer, id string) {
+	t.Helper()
+	if text, isErr := callRaw(testContext(t), t, s.c, "close_session", map[string]any{"session_id": id}, nil); isErr {
+		t.Errorf("close_session %s: %q", id, text)
+	}
+}
+
+// hostile runs src in lang ("python" or "javascript") on s in mode m, and
+// returns the result with the ids of the sandboxes that ran meanwhile. It
+// fails the test if none did, since then the case proved nothing about
+// one.
+//
+// In a session, the program is the first cell of a session created for
+// it, which is closed once the call returns: the session's sandbox task
+// starts with create_session and exits only when the session ends, so
+// its exit is waited for after close_session, and what the sandbox left
+// is checked (afterCase) once the session is gone. The result must be
+// the session's.
+func (m mode) hostile(t *testing.T, s *mcpServer, lang, src string, opts ...hostileOpt) hostileRun {
 	t.Helper()
 	tool, ok := toolFor[lang]
 	if !ok {
@@ -63,15 +140,82 @@ func hostile(t *testing.T, s *mcpServer, lang, src string, opts ...hostileOpt) h
 		o(args)
 	}
 	w := s.watchCall(t)
+	var session string
+	var started []string // the session's task among them
+	if m.session {
+		session = createSession(t, s, lang)
+		args["session_id"] = session
+		w.flush(t)
+		started = w.seen()
+	}
 	start := time.Now()
 	r := s.call(testContext(t), t, tool, args)
 	took := time.Since(start)
+	if m.session {
+		if r.out.SessionID != session {
+			t.Errorf("%s call returned %q (session_id %q); want a cell of session %s", tool, r.text, r.out.SessionID, session)
+		}
+		closeSession(t, s, session)
+		// Destroying the sandbox comes after close_session returns.
+		if !waitFor(15*time.Second, func() bool {
+			return slices.ContainsFunc(w.exitedIDs(), func(id string) bool { return slices.Contains(started, id) })
+		}) {
+			t.Fatalf("session %s closed, but none of the tasks started as it was created (%v) exited in 15s", session, started)
+		}
+		return hostileRun{toolResult: r, ids: w.exitedIDs(), took: took, watch: w}
+	}
 	// The exit event is published before the server has the exit status,
 	// but it may reach this subscriber a moment after the call returned.
 	if !waitFor(5*time.Second, func() bool { return len(w.exitedIDs()) > 0 }) {
 		t.Fatalf("%s call returned %q (isError %v) but no sandbox task exited", tool, r.text, r.isError)
 	}
 	return hostileRun{toolResult: r, ids: w.exitedIDs(), took: took, watch: w}
+}
+
+// stoppedAtDeadline checks that r was stopped by the server at its time
+// limit of sec seconds, and the call back within a bound that allows for
+// a busy 2-core host. One-shot: the sandbox is killed (timed out,
+// SIGKILL, exit 137). Session: the cell is interrupted first (timed out,
+// SIGINT, exit 130, the session lives on and the text says so), and
+// killed with its session only if it does not stop within 2 s of that
+// (SIGKILL, exit 137, session_ended); either is a stop at the deadline,
+// and which one the driver managed is the session tests' business
+// (session_test.go). What a session's cell left running is then killed
+// by close_session (hostile), and afterCase checks that it is gone.
+func (m mode) stoppedAtDeadline(t *testing.T, r hostileRun, sec int) {
+	t.Helper()
+	o := r.out
+	switch {
+	case !m.session:
+		if !r.isError || !o.TimedOut || o.Signal != "SIGKILL" || o.ExitCode != 137 || o.OOMKilled {
+			t.Errorf("got %+v; want timed_out, SIGKILL, exit 137, not oom_killed", o)
+		}
+	case o.Signal == "SIGINT":
+		if !r.isError || !o.TimedOut || o.ExitCode != 130 || o.OOMKilled || o.SessionEnded != "" || !strings.Contains(r.text, "interrupted; the session and its state remain") {
+			t.Errorf("got %q %+v; want timed_out, SIGINT, exit 130, not oom_killed, the session alive and the text saying so", r.text, o)
+		}
+	default:
+		t.Logf("the cell did not stop within 2s of its interrupt; its session was ended: %q", o.SessionEnded)
+		if !r.isError || !o.TimedOut || o.Signal != "SIGKILL" || o.ExitCode != 137 || o.OOMKilled || !strings.Contains(o.SessionEnded, "did not stop") {
+			t.Errorf("got %+v; want timed_out, and either SIGINT or SIGKILL with session_ended saying the cell did not stop, not oom_killed", o)
+		}
+	}
+	if !strings.Contains(r.text, "timed out after "+strconv.Itoa(sec)+"s") {
+		t.Errorf("text %q; want it to say it timed out after %ds", r.text, sec)
+	}
+	if min, max := time.Duration(sec)*time.Second, time.Duration(sec+15)*time.Second; r.took < min || r.took > max {
+		t.Errorf("call took %s; want between %s and %s", r.took.Round(time.Millisecond), min, max)
+	}
+}
+
+// endedSession checks, in a session, that r's call ended its session (an
+// OOM kill or a crash of the interpreter, which is the driver) and that
+// the text tells the model so. A one-shot run has no session to end.
+func (m mode) endedSession(t *testing.T, r hostileRun) {
+	t.Helper()
+	if m.session && (r.out.SessionEnded == "" || !strings.Contains(r.text, "has ended")) {
+		t.Errorf("got %q, session_ended %q; want the session ended, and the text saying so", r.text, r.out.SessionEnded)
+	}
 }
 
 // startWatch records the tasks that start and exit in testNamespace,
@@ -292,6 +436,37 @@ func (w *startWatch) sawCgroup(id string) bool {
 		return w.server.sawCgroup(id)
 	}
 	return saw
+}
+
+// cpuUsage returns the CPU time, in nanoseconds, that sandbox id's cgroup
+// has used: cpuacct.usage (v1), usage_usec of cpu.stat (v2).
+func cpuUsage(t *testing.T, id string) int64 {
+	t.Helper()
+	if cgroupV2() {
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", testNamespace, id, "cpu.stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return n * 1000
+			}
+		}
+		t.Fatalf("cpu.stat of %s has no usage_usec", id)
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", testNamespace, id, "cpuacct.usage"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // cgroupV2 reports whether the host mounts the unified hierarchy alone at
