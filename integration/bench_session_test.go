@@ -60,7 +60,26 @@ func sessionRows(b *testing.B, bin string, pool, n int, rep *benchReport) {
 	for _, id := range ids {
 		s.closeSession(b, id)
 	}
+	// What create_session costs: a sandbox created and its interpreter
+	// started, on the response path (sessions are not pooled). Each is
+	// closed, untimed, before the next.
+	for _, c := range sessionCells {
+		lat := make([]time.Duration, 0, nCreate)
+		for range nCreate {
+			start := time.Now()
+			id := s.createSession(b, c.lang)
+			lat = append(lat, time.Since(start))
+			s.closeSession(b, id)
+		}
+		row := summarize("ours, create_session", c.lang, lat)
+		fmt.Fprintf(os.Stderr, "bench: %-32s %-20s p50 %7.2f ms\n", row.Runtime, row.Program, row.P50Ms)
+		rep.Latency = append(rep.Latency, row)
+	}
 }
+
+// nCreate is how many sessions of each language the create_session row
+// times.
+const nCreate = 20
 
 func (s *benchServer) tool(b *testing.B, name string, args map[string]any, out any) string {
 	b.Helper()
