@@ -13,6 +13,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -641,9 +642,15 @@ description = "Run a bash script."
 	var names []string
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
+		// A configured language has no session driver unless it names
+		// one: its tool takes no session_id.
+		if _, ok := tool.InputSchema.Properties["session_id"]; ok != (tool.Name != "run_bash_code" && strings.HasPrefix(tool.Name, "run_")) {
+			t.Errorf("tool %s: session_id declared %v", tool.Name, ok)
+		}
 	}
-	if len(names) != 3 {
-		t.Errorf("tools %v; want run_bash_code, run_js_code, run_python_code", names)
+	slices.Sort(names)
+	if want := []string{"close_session", "create_session", "list_sessions", "run_bash_code", "run_js_code", "run_python_code"}; !slices.Equal(names, want) {
+		t.Errorf("tools %v; want %v", names, want)
 	}
 	r := s.call(ctx, t, "run_bash_code", code("echo $((6 * 7)) from $0"))
 	if !strings.HasPrefix(r.text, "42 from ") || r.isError || r.out.Language != "bash" {
