@@ -644,7 +644,7 @@ description = "Run a bash script."
 		names = append(names, tool.Name)
 		// A configured language has no session driver unless it names
 		// one: its tool takes no session_id.
-		if _, ok := tool.InputSchema.Properties["session_id"]; ok != (tool.Name != "run_bash_code" && strings.HasPrefix(tool.Name, "run_")) {
+		if _, ok := tool.InputSchema.Properties["session_id"]; strings.HasPrefix(tool.Name, "run_") && ok != (tool.Name != "run_bash_code") {
 			t.Errorf("tool %s: session_id declared %v", tool.Name, ok)
 		}
 	}
