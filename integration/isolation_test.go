@@ -274,7 +274,7 @@ func (s *mcpServer) watchCall(t *testing.T) *startWatch {
 	return w
 }
 
-// watchStarts subscribes to task starts and exits and container
+// watchStarts subscribes to task starts, exits and deletes, and container
 // creations; it returns once the subscription is live, so no event after
 // it is missed. It ends with the test.
 func watchStarts(t *testing.T) *startWatch {
@@ -282,7 +282,7 @@ func watchStarts(t *testing.T) *startWatch {
 	ctx, cancel := context.WithCancel(testContext(t))
 	t.Cleanup(cancel)
 	const probe = "/code-sandbox-test/watch-ready"
-	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/containers/create"`, `topic==`+fmt.Sprintf("%q", probe))
+	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/tasks/delete"`, `topic=="/containers/create"`, `topic==`+fmt.Sprintf("%q", probe))
 	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, flushed: make(chan string, 1), probe: probe}
 	ready := make(chan struct{})
 	go func() {
@@ -322,11 +322,16 @@ func watchStarts(t *testing.T) *startWatch {
 					// Only the task's init process: an exec's exit has
 					// an id of its own.
 					if e.ID == e.ContainerID {
-						w.mu.Lock()
-						if !slices.Contains(w.exited, e.ContainerID) {
-							w.exited = append(w.exited, e.ContainerID)
-						}
-						w.mu.Unlock()
+						w.exit(e.ContainerID)
+					}
+				case *apievents.TaskDelete:
+					// A deleted task has exited. containerd 2.x now and
+					// then drops a task's /tasks/exit event when the task
+					// is deleted at once (the shim goes away first); its
+					// /tasks/delete, which the daemon itself publishes,
+					// still comes.
+					if e.ID == "" || e.ID == e.ContainerID {
+						w.exit(e.ContainerID)
 					}
 				case *apievents.ContainerCreate:
 					w.mu.Lock()
@@ -414,7 +419,17 @@ func (w *startWatch) seen() []string {
 	return slices.Clone(w.ids)
 }
 
-// exitedIDs returns the ids of the tasks that exited so far.
+// exit records that the task of container id exited.
+func (w *startWatch) exit(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !slices.Contains(w.exited, id) {
+		w.exited = append(w.exited, id)
+	}
+}
+
+// exitedIDs returns the ids of the tasks that exited (or were deleted,
+// which they are only once exited) so far.
 func (w *startWatch) exitedIDs() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
