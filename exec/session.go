@@ -370,9 +370,11 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		if c.status.Status == "interrupted" {
 			res.Signal = signalName(syscall.SIGINT)
 		}
-		if now, ok := oomKills(ss.sb.memCgroup); ok && now > ooms {
-			res.OOMKilled = true
-		}
+	}
+	// Read while the cgroup exists: a session that must end is ended
+	// below.
+	if now, ok := oomKills(ss.sb.memCgroup); ok && now > ooms {
+		res.OOMKilled = true
 	}
 	if c.ended == "" {
 		lim := ss.lang.cfg.Limits

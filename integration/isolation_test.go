@@ -234,6 +234,10 @@ type startWatch struct {
 	// starts of sandboxes started before this watch began.
 	server *startWatch
 
+	// since is when the watch began: a task deleted after it counts as
+	// exited during it only if it exited after it.
+	since time.Time
+
 	probe   string      // the topic of the watch's own events
 	flushed chan string // the marker of each flush's probe, as it arrives
 	flushes int
@@ -283,7 +287,7 @@ func watchStarts(t *testing.T) *startWatch {
 	t.Cleanup(cancel)
 	const probe = "/code-sandbox-test/watch-ready"
 	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/tasks/delete"`, `topic=="/containers/create"`, `topic==`+fmt.Sprintf("%q", probe))
-	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, flushed: make(chan string, 1), probe: probe}
+	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, flushed: make(chan string, 1), probe: probe, since: time.Now()}
 	ready := make(chan struct{})
 	go func() {
 		for {
@@ -329,8 +333,11 @@ func watchStarts(t *testing.T) *startWatch {
 					// then drops a task's /tasks/exit event when the task
 					// is deleted at once (the shim goes away first); its
 					// /tasks/delete, which the daemon itself publishes,
-					// still comes.
-					if e.ID == "" || e.ID == e.ContainerID {
+					// still comes. It counts if the task exited while the
+					// watch ran: the delete of a sandbox that exited
+					// before (an earlier call's, destroyed in the
+					// background) does not.
+					if (e.ID == "" || e.ID == e.ContainerID) && e.ExitedAt != nil && !e.ExitedAt.AsTime().Before(w.since) {
 						w.exit(e.ContainerID)
 					}
 				case *apievents.ContainerCreate:
