@@ -68,7 +68,8 @@ type SessionResult struct {
 	ID string
 	// ExecutionCount is the cell's number in its session, from 1.
 	ExecutionCount int
-	// ExpiresAt is the session's renewed expiry.
+	// ExpiresAt is the session's renewed expiry; for a session that
+	// ended with the call, when it ended.
 	ExpiresAt time.Time
 	// Interrupted says the cell was interrupted (at its timeout, or
 	// because its call was cancelled) and the interpreter came back: the
@@ -387,6 +388,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	res.Session = &SessionResult{ID: ss.id, ExecutionCount: n, Interrupted: c.interrupted && c.ended == "", Ended: c.ended}
 	if c.ended != "" {
 		ss.end(c.ended)
+		res.Session.ExpiresAt = time.Now() // it has ended
 	} else {
 		ss.mu.Lock()
 		ss.lastUsed = time.Now()
