@@ -190,20 +190,24 @@ func TestSessionCallsRunInOrder(t *testing.T) {
 	cell(t, e, "python", s.ID, "import time\nseen = []")
 	const n = 20
 	var wg sync.WaitGroup
-	errs := make(chan error, n)
+	errs := make(chan error, n+1)
+	call := func(code string) {
+		defer wg.Done()
+		res, err := cellErr(testContext(t), e, "python", s.ID, code, 0)
+		if err == nil && res.Failed() {
+			err = fmt.Errorf("%q failed: %s", code, res.Stderr)
+		}
+		errs <- err
+	}
+	// The first call holds the session while the others arrive, one by
+	// one, far enough apart to be waiting in the order they were sent.
+	wg.Add(1)
+	go call("time.sleep(0.5)")
+	time.Sleep(100 * time.Millisecond)
 	for i := range n {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Each call overlaps the others: it sleeps while the next
-			// ones wait for their turn.
-			res, err := cellErr(testContext(t), e, "python", s.ID, fmt.Sprintf("t = len(seen); time.sleep(0.01); seen.append(%d); assert len(seen) == t + 1", i), 0)
-			if err == nil && res.Failed() {
-				err = fmt.Errorf("call %d failed: %s", i, res.Stderr)
-			}
-			errs <- err
-		}()
-		time.Sleep(2 * time.Millisecond) // sent in order
+		go call(fmt.Sprintf("seen.append(%d)", i))
+		time.Sleep(20 * time.Millisecond)
 	}
 	wg.Wait()
 	close(errs)
@@ -212,10 +216,12 @@ func TestSessionCallsRunInOrder(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	res := cell(t, e, "python", s.ID, "print(len(seen), sorted(seen) == list(range(20)))")
-	wantOut(t, res, "20 True\n")
-	if res.Session.ExecutionCount != n+2 {
-		t.Errorf("execution count %d; want %d", res.Session.ExecutionCount, n+2)
+	res := cell(t, e, "python", s.ID, "print(seen == list(range(20)), seen)")
+	if !strings.HasPrefix(string(res.Stdout), "True ") {
+		t.Errorf("the cells ran in the order %s; want the order they were sent, 0 to 19", res.Stdout)
+	}
+	if res.Session.ExecutionCount != n+3 {
+		t.Errorf("execution count %d; want %d", res.Session.ExecutionCount, n+3)
 	}
 }
 
