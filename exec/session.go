@@ -243,6 +243,12 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	}
 	e.sessions.add(ss)
 	registered = true
+	if e.closing.Err() != nil {
+		// Close began after cell 0 was answered, and its end of every
+		// session may have run before the add.
+		ss.end("the server is shutting down")
+		return SessionInfo{}, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+	}
 	ss.mu.Lock()
 	ss.busy = false
 	ss.timer = time.AfterFunc(time.Until(ss.expiresLocked()), ss.expire)
