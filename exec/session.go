@@ -335,8 +335,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
 	}
-	n, ok := ss.startCall()
-	if !ok {
+	if !ss.startCall() {
 		return nil, e.sessions.noSession(req.Owner, req.Session)
 	}
 	defer ss.endCall()
@@ -353,6 +352,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	// driver alive: the cell's result says so, as a one-shot run's does.
 	ooms, _ := oomKills(ss.sb.memCgroup)
 	start := time.Now()
+	n := ss.count()
 	c, err := ss.cell(ctx, req.Code, n, timeout)
 	if err != nil {
 		return nil, err
@@ -626,16 +626,23 @@ func (ss *session) goneReason() string {
 	return fmt.Sprintf("the interpreter exited with status %d, so the session ended", ss.code)
 }
 
-// startCall marks the session busy for call number n, unless it ended.
-func (ss *session) startCall() (n int, ok bool) {
+// startCall marks the session busy, unless it ended.
+func (ss *session) startCall() bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.why != "" || isClosed(ss.gone) {
-		return 0, false
+		return false
 	}
 	ss.busy = true
+	return true
+}
+
+// count counts a cell about to be sent, and returns its number.
+func (ss *session) count() int {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
 	ss.cells++
-	return ss.cells, true
+	return ss.cells
 }
 
 // endCall marks the session idle again, from now.
