@@ -181,6 +181,15 @@ func TestSessionWorkspacePersists(t *testing.T) {
 	if len(res.Files) != 0 {
 		t.Errorf("unchanged inputs came back: %v", outputPaths(res))
 	}
+	// A directory in the way of an input is refused, and the refused
+	// call is not a cell.
+	count := cell(t, e, "python", s.ID, "os.mkdir('sub')").Session.ExecutionCount
+	if _, err := cellErr(testContext(t), e, "python", s.ID, "1", 0, exec.File{Path: "sub", Data: []byte("x")}); !errdefs.IsInvalidArgument(err) {
+		t.Errorf("an input where a directory is: %v; want an invalid argument", err)
+	}
+	if res := cell(t, e, "python", s.ID, "os.path.isdir('sub')"); res.Session.ExecutionCount != count+1 || string(res.Stdout) != "True\n" {
+		t.Errorf("after the refused call: cell %d, %q; want cell %d and the directory kept", res.Session.ExecutionCount, res.Stdout, count+1)
+	}
 }
 
 // Cells of one session run one at a time, in the order they were sent.
