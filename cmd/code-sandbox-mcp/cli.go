@@ -37,6 +37,7 @@ usage:
                                                    run one program; exit with its status
   code-sandbox-mcp [GLOBAL FLAGS] images import FILE... | list | pack ...
                                                    manage the sandbox images
+  code-sandbox-mcp token new NAME [--append FILE]  make a client's token for --auth-tokens (token help)
   code-sandbox-mcp [GLOBAL FLAGS] doctor           check this host and run hello world per language
   code-sandbox-mcp version                         print the version
   code-sandbox-mcp help                            print this help
@@ -128,6 +129,9 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return exitOK
+	case "token":
+		// token makes a secret and writes a file: no containerd, no configuration.
+		return tokenCommand(args, stdout, stderr)
 	case "version":
 		fmt.Fprintf(stdout, "code-sandbox-mcp %s\n", version)
 		return exitOK
