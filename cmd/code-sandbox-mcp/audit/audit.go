@@ -45,8 +45,9 @@ const timeFormat = "2006-01-02T15:04:05.000000000Z07:00"
 // chainPrefix begins the prev of the first record of a chain.
 const chainPrefix = "chain:"
 
-// Log appends records to an audit log file. It is safe for concurrent use;
-// only one Log (in one process) may write a file at a time.
+// Log appends records to an audit log file. It is safe for concurrent use.
+// Only one Log (in one process) may write a file at a time; nothing
+// enforces that.
 type Log struct {
 	mu   sync.Mutex
 	path string
@@ -69,7 +70,8 @@ type Log struct {
 // on a new chain: move it aside, verify it, and open again.
 //
 // The path "-" is stderr. Records there are written but not fsync'd (an
-// fsync of a pipe or a terminal fails), and each Open starts a new chain.
+// fsync of a pipe or a terminal fails), a write that fails part-way cannot
+// be undone, and each Open starts a new chain.
 func Open(path string) (*Log, error) {
 	l := &Log{
 		path:  path,
