@@ -39,6 +39,8 @@ usage:
                                                    manage the sandbox images
   code-sandbox-mcp token new NAME [--append FILE]  make a client's token for --auth-tokens (token help)
   code-sandbox-mcp [GLOBAL FLAGS] doctor           check this host and run hello world per language
+  code-sandbox-mcp audit verify [--after HASH] FILE...
+                                                   check an audit log's hash chain
   code-sandbox-mcp version                         print the version
   code-sandbox-mcp help                            print this help
 
@@ -57,6 +59,8 @@ precedence: flags > environment > config file > built-in defaults.
 run exits with the program's exit status, 128+N if signal N killed it,
 124 if it timed out, 125 if the sandbox could not run it, 2 on usage errors,
 1 if --out could not save every output file. run --help explains --file.
+audit verify exits 0 if the chain is intact, 1 at its first broken record
+(printed as FILE:LINE: why), 2 on usage errors.
 `
 
 // globals are the flags every subcommand accepts.
@@ -135,6 +139,9 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 	case "version":
 		fmt.Fprintf(stdout, "code-sandbox-mcp %s\n", version)
 		return exitOK
+	case "audit":
+		// audit reads files only: no containerd, no configuration.
+		return auditCommand(args, stdout, stderr)
 	}
 
 	// A shutdown is a signal (SIGINT, SIGTERM, or SIGHUP: the terminal or
