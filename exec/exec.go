@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"sort"
 	"sync"
 	"time"
 
@@ -312,4 +313,38 @@ func hardLimits() map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// Ready reports whether the executor can run every language now: nil if
+// containerd answers and each language's image is present and prepared,
+// and otherwise every reason it cannot, in the languages' names order. It
+// asks as a run would (an image missing from the store is pulled, if
+// pulling is allowed, and a language that is ready starts its pool), and
+// waits for a preparation under way only as long as ctx allows; give it a
+// short bound. It is meant for health checks, and is safe to call at any
+// time; once Close has begun it says the executor is closed.
+func (e *Executor) Ready(ctx context.Context) error {
+	if !e.enter() {
+		return fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+	}
+	defer e.runs.Done()
+	ctx = namespaces.WithNamespace(ctx, e.cfg.Namespace)
+	vctx, cancel := context.WithTimeout(ctx, callTimeout)
+	_, err := e.client.Version(vctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("containerd does not answer: %w", err)
+	}
+	names := make([]string, 0, len(e.langs))
+	for name := range e.langs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var errs []error
+	for _, name := range names {
+		if _, err := e.langs[name].ready(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
 }
