@@ -30,6 +30,7 @@ type Config struct {
 	Sandbox    Sandbox                  `toml:"sandbox"`
 	Limits     LimitsTable              `toml:"limits"`
 	Sessions   Sessions                 `toml:"sessions"`
+	HTTP       HTTP                     `toml:"http"`
 	Languages  map[string]LanguageTable `toml:"languages"`
 }
 
@@ -77,6 +78,18 @@ type Sessions struct {
 	// MaxLifetime ends any session that old, busy or not.
 	IdleTimeout Duration `toml:"idle_timeout"`
 	MaxLifetime Duration `toml:"max_lifetime"`
+}
+
+// HTTP holds the settings of the streamable HTTP transport (--http);
+// stdio ignores them.
+type HTTP struct {
+	// AuthTokens is the token file: one client a line, "NAME SHA256HEX".
+	// Empty means no authentication, which only a loopback listener
+	// allows.
+	AuthTokens string `toml:"auth_tokens"`
+	// AllowedOrigins are the browser origins (scheme://host[:port]) that
+	// may call the server; a request with any other Origin is refused.
+	AllowedOrigins []string `toml:"allowed_origins"`
 }
 
 // Pull policies.
@@ -310,8 +323,9 @@ func (c *Config) decode(data, name string) error {
 		Sandbox    *Sandbox                  `toml:"sandbox"`
 		Limits     *LimitsTable              `toml:"limits"`
 		Sessions   *Sessions                 `toml:"sessions"`
+		HTTP       *HTTP                     `toml:"http"`
 		Languages  map[string]toml.Primitive `toml:"languages"`
-	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, nil}
+	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.HTTP, nil}
 	md, err := toml.Decode(data, &f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
