@@ -23,6 +23,7 @@ type executor interface {
 	CreateSession(ctx context.Context, owner, language string, idle time.Duration) (exec.SessionInfo, error)
 	CloseSession(owner, id string) bool
 	Sessions(owner string) []exec.SessionInfo
+	Ready(ctx context.Context) error
 	Close() error
 }
 
@@ -140,6 +141,16 @@ func (l *lazyExecutor) Sessions(owner string) []exec.SessionInfo {
 	return nil
 }
 
+// Ready connects if there is no executor yet, and reports whether it
+// can run every language now (see exec.Executor.Ready).
+func (l *lazyExecutor) Ready(ctx context.Context) error {
+	ex, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return ex.Ready(ctx)
+}
+
 // SessionLimits implements mcpserver.SessionManager: the bounds the
 // executor is, or will be, made with.
 func (l *lazyExecutor) SessionLimits() exec.SessionConfig {
@@ -181,12 +192,44 @@ func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Rea
 // whose id MCP does not allow are answered by screenIDs and never reach
 // mcp-go.
 func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
-	lx := &lazyExecutor{newExecutor: newExecutor, sessions: sessionConfig(cfg)}
 	// Principal is left nil: over stdio there is one client, "local".
+	return serveMCP(ctx, cfg, newExecutor, nil, logger, func(ctx context.Context, s *server.MCPServer, _ *lazyExecutor) error {
+		stdio := server.NewStdioServer(s)
+		stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
+		server.WithWorkerPoolSize(stdioWorkers)(stdio)
+		server.WithQueueSize(10 * stdioWorkers)(stdio)
+
+		in, out, stopScreen := screenIDs(stdin, stdout)
+		err := stdio.Listen(ctx, in, out)
+		stopScreen()
+		if ctx.Err() != nil {
+			logger.Info("shutting down", "reason", context.Cause(ctx))
+			return nil
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("serve stdio: %w", err)
+		}
+		logger.Info("stdin closed; shutting down")
+		return nil
+	})
+}
+
+// transportFunc serves the MCP server s until ctx is cancelled or its client
+// is gone; lx is the executor behind s, for health checks.
+type transportFunc func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error
+
+// serveMCP builds the MCP server on the executor newExecutor makes, with
+// principal naming each call's client (nil: "local"), connects to
+// containerd ahead of the first call, and serves it with t. Once t
+// returns, the connect started ahead is cancelled and waited for, and the
+// executor is closed, which kills the runs still going and deletes every
+// sandbox.
+func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, principal func(context.Context) string, logger *slog.Logger, t transportFunc) error {
+	lx := &lazyExecutor{newExecutor: newExecutor, sessions: sessionConfig(cfg)}
 	s, err := mcpserver.New(ctx, mcpserver.Options{
 		Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
-		Sessions: lx,
+		Sessions: lx, Principal: principal,
 	}, cfg.Enabled(), lx.Run)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)
@@ -212,22 +255,5 @@ func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorF
 			logger.Error("containerd is not usable yet; calls will fail until it is", "err", err)
 		}
 	}()
-
-	stdio := server.NewStdioServer(s)
-	stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
-	server.WithWorkerPoolSize(stdioWorkers)(stdio)
-	server.WithQueueSize(10 * stdioWorkers)(stdio)
-
-	in, out, stopScreen := screenIDs(stdin, stdout)
-	err = stdio.Listen(ctx, in, out)
-	stopScreen()
-	if ctx.Err() != nil {
-		logger.Info("shutting down", "reason", context.Cause(ctx))
-		return nil
-	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("serve stdio: %w", err)
-	}
-	logger.Info("stdin closed; shutting down")
-	return nil
+	return t(ctx, s, lx)
 }

@@ -41,8 +41,11 @@ func (c *countingExecutors) counts() (created, closed int) {
 	return c.created, c.closed
 }
 
-// noSessions is the session half of a fake executor that has none.
+// noSessions is the session half of a fake executor that has none, and
+// is always ready.
 type noSessions struct{}
+
+func (noSessions) Ready(context.Context) error { return nil }
 
 func (noSessions) CreateSession(context.Context, string, string, time.Duration) (exec.SessionInfo, error) {
 	return exec.SessionInfo{}, exec.ErrNoSessions
