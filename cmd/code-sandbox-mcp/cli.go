@@ -32,6 +32,10 @@ const usage = `code-sandbox-mcp runs code in fresh, hardened containerd containe
 
 usage:
   code-sandbox-mcp [GLOBAL FLAGS]                  serve MCP over stdio
+  code-sandbox-mcp [GLOBAL FLAGS] --http ADDR [--auth-tokens FILE] [--allowed-origins A,B]
+                   [--tls-cert FILE --tls-key FILE]
+                                                   serve MCP over streamable HTTP at /mcp
+                                                   (GET /healthz: 200 once every image is ready)
   code-sandbox-mcp [GLOBAL FLAGS] run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR]
                                       [--code STRING | FILE | -]
                                                    run one program; exit with its status
@@ -50,6 +54,14 @@ global flags (before the subcommand; run and doctor accept them after it too):
   --namespace NAME          containerd namespace (env CONTAINERD_NAMESPACE)
   --pass-through-env A,B    host variables every run gets (only these; unset ones are skipped)
   --log-level LEVEL         debug, info, warn or error (default info); logs go to stderr
+
+HTTP flags (before any subcommand):
+  --http ADDR               serve streamable HTTP on ADDR (HOST:PORT) instead of stdio
+  --auth-tokens FILE        token file, "NAME SHA256HEX" a line (config [http] auth_tokens);
+                            without it ADDR must be loopback
+  --allowed-origins A,B     browser origins allowed to call (config [http] allowed_origins)
+  --tls-cert FILE, --tls-key FILE
+                            serve HTTPS with this certificate and key
 
 environment:
   CONTAINER_IMAGE, CONTAINER_LANGUAGE   run CONTAINER_LANGUAGE's code in CONTAINER_IMAGE
@@ -70,6 +82,8 @@ type globals struct {
 	namespace  string
 	passEnv    namesFlag
 	logLevel   string
+	// http is set before the subcommand only: it is for serving.
+	http httpFlags
 }
 
 // register adds the global flags to fs, bound to g.
@@ -107,6 +121,11 @@ func newGlobalFlagSet(g *globals, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	g.register(fs)
+	fs.StringVar(&g.http.addr, "http", "", "serve streamable HTTP on `addr` (HOST:PORT) instead of stdio")
+	fs.StringVar(&g.http.authTokens, "auth-tokens", "", "token `file` for --http")
+	fs.Var(&g.http.origins, "allowed-origins", "comma-separated browser `origins` allowed to call --http")
+	fs.StringVar(&g.http.tlsCert, "tls-cert", "", "TLS certificate `file` for --http")
+	fs.StringVar(&g.http.tlsKey, "tls-key", "", "TLS key `file` for --http")
 	return fs
 }
 
@@ -184,6 +203,18 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 		if err != nil {
 			log.Error("configuration", "err", err)
 			return exitUsage
+		}
+		if g.http.addr != "" {
+			hs, err := resolveHTTP(g.http, cfg)
+			if err != nil {
+				log.Error("configuration", "err", err)
+				return exitUsage
+			}
+			if err := serveHTTP(ctx, cfg, env, hs, log); err != nil {
+				log.Error("server stopped", "err", err)
+				return exitFailure
+			}
+			return exitOK
 		}
 		if err := serve(ctx, cfg, env, stdin, stdout, log); err != nil {
 			log.Error("server stopped", "err", err)

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
+	"code-sandbox-mcp/config"
+)
+
+const (
+	// httpGrace is how long a SIGTERM lets in-flight HTTP calls finish
+	// before they are cancelled (which kills their sandboxes).
+	httpGrace = 30 * time.Second
+	// healthTimeout bounds one /healthz check.
+	healthTimeout = 5 * time.Second
+	// readHeaderTimeout bounds how long a client may take to send a
+	// request's headers.
+	readHeaderTimeout = 10 * time.Second
+)
+
+// httpFlags are the flags of the HTTP transport; addr empty means stdio.
+type httpFlags struct {
+	addr       string
+	authTokens string
+	origins    namesFlag
+	tlsCert    string
+	tlsKey     string
+}
+
+// httpSettings are httpFlags over the [http] configuration, checked.
+type httpSettings struct {
+	addr            string
+	tokens          *httpauth.Tokens // nil: no authentication
+	origins         []string
+	tlsCert, tlsKey string
+	loopback        bool
+}
+
+// resolveHTTP applies the flags over cfg's [http] table, loads the token
+// file and checks what is not allowed: a listener beyond loopback without
+// tokens, half a TLS pair, an origin that is not one.
+func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
+	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, origins: cfg.HTTP.AllowedOrigins}
+	if f.origins.set {
+		hs.origins = f.origins.names
+	}
+	for _, o := range hs.origins {
+		if _, err := httpauth.ParseOrigin(o); err != nil {
+			return hs, fmt.Errorf("--allowed-origins: %w", err)
+		}
+	}
+	if (hs.tlsCert == "") != (hs.tlsKey == "") {
+		return hs, errors.New("--tls-cert and --tls-key go together: give both, or neither")
+	}
+	if hs.tlsCert != "" {
+		if _, err := tls.LoadX509KeyPair(hs.tlsCert, hs.tlsKey); err != nil {
+			return hs, fmt.Errorf("--tls-cert, --tls-key: %w", err)
+		}
+	}
+	path := cfg.HTTP.AuthTokens
+	if f.authTokens != "" {
+		path = f.authTokens
+	}
+	if path != "" {
+		t, err := httpauth.Load(path)
+		if err != nil {
+			return hs, err
+		}
+		hs.tokens = t
+	}
+	loopback, err := httpauth.LoopbackOnly(hs.addr)
+	if err != nil {
+		return hs, fmt.Errorf("--http: %w", err)
+	}
+	hs.loopback = loopback
+	if !loopback && hs.tokens == nil {
+		return hs, fmt.Errorf("--http %s listens beyond loopback without --auth-tokens, so anyone who reaches it could run code: give --auth-tokens FILE (make a token with `code-sandbox-mcp token new NAME --append FILE`), or listen on 127.0.0.1", hs.addr)
+	}
+	return hs, nil
+}
+
+// principalOf names the client of a call: the token's name over HTTP,
+// "local" where there is none (HTTP without tokens, on loopback).
+func principalOf(ctx context.Context) string {
+	if name, ok := httpauth.Principal(ctx); ok {
+		return name
+	}
+	return "local"
+}
+
+// httpHandler routes /mcp to mcp through the Origin check and, with
+// tokens, the bearer check, and /healthz, which needs neither, to the
+// readiness of lx.
+func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) error, logger *slog.Logger) http.Handler {
+	h := mcp
+	if hs.tokens != nil {
+		h = httpauth.Require(hs.tokens, h, func(r *http.Request, reason string) {
+			logger.Warn("authentication failed", "reason", reason, "remote", r.RemoteAddr)
+		})
+	}
+	h = httpauth.CheckOrigin(hs.origins, h)
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", h)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		if err := ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+// serveHTTP serves MCP over streamable HTTP at /mcp on hs.addr until ctx
+// is cancelled (SIGINT, SIGTERM). Then it stops accepting, lets the calls
+// in flight finish for up to httpGrace, cancels those left, and closes
+// the executor as stdio does.
+func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, logger *slog.Logger) error {
+	set, unset := passEnvNames(cfg, env)
+	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
+		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
+	ln, err := net.Listen("tcp", hs.addr)
+	if err != nil {
+		return fmt.Errorf("--http: %w", err)
+	}
+	return serveMCP(ctx, cfg, connect(execConfig(cfg, env, logger), logger), principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
+	})
+}
+
+// serveListener is serveHTTP's transport on the listener ln.
+func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, ready func(context.Context) error, hs httpSettings, logger *slog.Logger) error {
+	mcp := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), server.WithStreamableHTTPLogger(logger))
+	srv := &http.Server{
+		Handler:           httpHandler(mcp, hs, ready, logger),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	useTLS := hs.tlsCert != ""
+	if !hs.loopback && !useTLS {
+		logger.Warn("serving HTTP beyond loopback without TLS: tokens and code cross the network in clear; give --tls-cert and --tls-key, or put a TLS proxy in front")
+	}
+	// The address is logged once listening, so that a test (or a user
+	// who asked for port 0) learns the port.
+	logger.Info("serving MCP over HTTP", "listen", ln.Addr().String(), "path", "/mcp", "tls", useTLS, "auth", hs.tokens != nil)
+	served := make(chan error, 1)
+	go func() {
+		if useTLS {
+			served <- srv.ServeTLS(ln, hs.tlsCert, hs.tlsKey)
+		} else {
+			served <- srv.Serve(ln)
+		}
+	}()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve HTTP: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down; in-flight calls may finish", "reason", context.Cause(ctx), "grace", httpGrace)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpGrace)
+	defer cancel()
+	if err := srv.Shutdown(gctx); err != nil {
+		logger.Warn("calls still in flight after the grace period are cancelled", "err", err)
+		srv.Close()
+	}
+	<-served
+	return nil
+}
