@@ -59,6 +59,8 @@ type Config struct {
 	// Sessions bounds the sessions of the languages that have a session
 	// driver (config.Language.SessionDriver).
 	Sessions SessionConfig
+	// Hooks are told what the executor does; the zero value tells no one.
+	Hooks Hooks
 	// Logger receives diagnostics; nil discards them.
 	Logger *slog.Logger
 }

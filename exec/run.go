@@ -64,16 +64,24 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 	if req.Session != "" {
 		return e.runInSession(ctx, req, timeout)
 	}
+	queued := time.Now()
 	select {
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
 	}
+	if h := e.cfg.Hooks.QueueWait; h != nil {
+		h(req.Language, time.Since(queued))
+	}
 
 	// Refill after the program, not before it: see pool.take.
 	defer lang.pool.refill()
-	if s := lang.pool.take(); s != nil {
+	s := lang.pool.take()
+	if h := e.cfg.Hooks.PoolTake; h != nil && lang.pool.size > 0 {
+		h(req.Language, s != nil)
+	}
+	if s != nil {
 		res, err := s.execute(ctx, req, timeout)
 		e.retire(s)
 		var ended *stubEnded
@@ -90,7 +98,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		return nil, err
 	}
 	// Started ahead would only add the stub's exec to the run.
-	s, err := e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), false, nil)
+	s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), false, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -84,6 +84,9 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 		if err != nil {
 			s.destroy(ctx)
 		}
+		if h := e.cfg.Hooks.SandboxCreated; h != nil {
+			h(lang.Name, time.Since(s.created), err)
+		}
 	}()
 	if s.uid, err = e.uids.claim(s.id); err != nil {
 		return nil, err
@@ -253,7 +256,7 @@ func (s *sandbox) execute(ctx context.Context, req Request, timeout time.Duratio
 		return nil, fmt.Errorf("start %s in %s: %w", s.lang.Command[0], s.lang.Image, err)
 	}
 	started := time.Now()
-	res := &Result{Language: s.lang.Name, Image: s.lang.Image, Timeout: timeout}
+	res := &Result{Language: s.lang.Name, Image: s.lang.Image, ImageDigest: s.img.target.String(), Timeout: timeout}
 	var code uint32
 	// The process's end is told by containerd's exit, or, first or alone
 	// when containerd is slow or hangs, by the kernel's.

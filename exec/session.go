@@ -327,6 +327,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for the session's previous call to end: %w", context.Cause(ctx))
 	}
+	queued := time.Now()
 	select {
 	case e.slots <- struct{}{}:
 		defer func() { <-e.slots }()
@@ -334,6 +335,9 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		return nil, e.sessions.noSession(req.Owner, req.Session)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
+	}
+	if h := e.cfg.Hooks.QueueWait; h != nil {
+		h(req.Language, time.Since(queued))
 	}
 	if !ss.startCall() {
 		return nil, e.sessions.noSession(req.Owner, req.Session)
@@ -358,7 +362,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		return nil, err
 	}
 	res := &Result{
-		Language: req.Language, Image: ss.lang.cfg.Image,
+		Language: req.Language, Image: ss.lang.cfg.Image, ImageDigest: ss.sb.img.target.String(),
 		Stdout: c.stdout, StdoutDropped: c.stdoutDropped,
 		Stderr: c.stderr, StderrDropped: c.stderrDropped,
 		Timeout: timeout, Duration: c.took,
@@ -701,6 +705,9 @@ func (ss *session) end(why string) {
 		ss.mu.Unlock()
 		close(ss.done)
 		ss.e.sessions.remove(ss, why)
+		if h := ss.e.cfg.Hooks.SessionEnded; h != nil {
+			h(ss.info(), why)
+		}
 		ss.e.retire(ss.sb)
 		ss.e.log.Info("session ended", "session", ss.id, "why", why)
 	})
@@ -787,6 +794,13 @@ func (t *sessionTable) get(owner, id string) *session {
 		return nil
 	}
 	return ss
+}
+
+// count returns how many sessions are open.
+func (t *sessionTable) count() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.open)
 }
 
 // remove forgets an ended session, remembering why it ended for a while.

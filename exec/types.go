@@ -34,8 +34,11 @@ type File struct {
 type Result struct {
 	Language string
 	Image    string
-	Stdout   []byte
-	Stderr   []byte
+	// ImageDigest is the digest of the image's manifest (or index) the
+	// sandbox was made from, such as "sha256:…".
+	ImageDigest string
+	Stdout      []byte
+	Stderr      []byte
 	// StdoutDropped and StderrDropped count the bytes left out of the
 	// middle of a stream that outgrew the language's Limits.OutputBytes. When bytes were
 	// dropped, the stream kept is its first OutputBytes/2 bytes followed by
