@@ -11,6 +11,9 @@ package integration
 //   - the floor: the interpreter started directly in an unpacked copy of the
 //     image (chroot), no container;
 //   - throughput at concurrency 1, 4, 8, 16 and the server's RSS;
+//   - session cells and create_session (bench_session_test.go);
+//   - a Python hello over streamable HTTP with tokens beside stdio, and
+//     throughput at concurrency 8 from 8 HTTP clients (bench_http_test.go);
 //   - the time from the server's exec to its first result;
 //   - a soak: BENCH_SOAK_N (default 1000) Python hellos at concurrency 8 on
 //     one server, with its errors, its RSS after every 100 calls, and what
@@ -257,6 +260,11 @@ func BenchmarkSideBySide(b *testing.B) {
 		sessionRows(b, bin, pool, n, rep)
 	}
 
+	// HTTP beside stdio.
+	if part("http") {
+		httpRows(b, bin, pool, n, rep)
+	}
+
 	// The ceiling of containerd and runc here, with no server running.
 	if part("platform") {
 		rep.Throughput = append(rep.Throughput, platformThroughput(b, 8, 8*time.Second))
@@ -346,7 +354,7 @@ func BenchmarkSideBySide(b *testing.B) {
 }
 
 // benchPartNames are the parts of the run, in order, for BENCH_ONLY.
-var benchPartNames = []string{"floor", "pool", "session", "platform", "pool0", "first", "soak", "cli"}
+var benchPartNames = []string{"floor", "pool", "session", "http", "platform", "pool0", "first", "soak", "cli"}
 
 // benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
 // (all of them when it is empty), and reports whether a part is to run.
@@ -460,21 +468,35 @@ type benchServer struct {
 	cmd      *osexec.Cmd
 	stderr   *syncBuffer
 	stateDir string
+
+	// Over HTTP: its clients, those not in a call, and what stops it.
+	clients []*client.Client
+	free    chan *client.Client
+	stop    func() error
 }
 
-// startBench starts the binary at debug level with sandboxTOML (lines of
-// [sandbox], then more tables) and initializes a session.
-func startBench(b *testing.B, bin, sandboxTOML string) *benchServer {
+// newBenchServer prepares the command of the binary at debug level with
+// sandboxTOML (lines of [sandbox], then more tables) and args.
+func newBenchServer(b *testing.B, bin, sandboxTOML string, args ...string) *benchServer {
 	b.Helper()
 	stateDir := newStateDir(b)
 	cfgPath := filepath.Join(b.TempDir(), "sandbox.toml")
 	if err := os.WriteFile(cfgPath, []byte(withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\n%s", stateDir, sandboxTOML), testUIDLockDir())), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	cmd := osexec.Command(bin, "--log-level", "debug", "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace)
+	cmd := osexec.Command(bin, append([]string{"--log-level", "debug", "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace}, args...)...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	s := &benchServer{cmd: cmd, stderr: &syncBuffer{}, stateDir: stateDir}
 	cmd.Stderr = s.stderr
+	return s
+}
+
+// startBench starts the binary at debug level with sandboxTOML (lines of
+// [sandbox], then more tables) and initializes a session over stdio.
+func startBench(b *testing.B, bin, sandboxTOML string) *benchServer {
+	b.Helper()
+	s := newBenchServer(b, bin, sandboxTOML)
+	cmd := s.cmd
 	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
 		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
 			return cmd, nil
@@ -496,12 +518,24 @@ func startBench(b *testing.B, bin, sandboxTOML string) *benchServer {
 // close ends the session; the server must exit cleanly and leave nothing.
 func (s *benchServer) close(t testing.TB) {
 	t.Helper()
-	if err := s.c.Close(); err != nil {
-		t.Errorf("close the client (the server's exit): %v\nstderr:\n%s", err, s.stderr)
-	}
+	s.exit(t)
 	assertNoLeftovers(t, s.stateDir)
 	if strings.Contains(s.stderr.String(), "panic") {
 		t.Errorf("server stderr has a panic:\n%s", s.stderr)
+	}
+}
+
+// exit ends the server, which must exit cleanly, without checking what
+// it left: another server in the namespace may still hold sandboxes.
+func (s *benchServer) exit(t testing.TB) {
+	t.Helper()
+	if s.stop != nil {
+		s.closeClients()
+		if err := s.stop(); err != nil {
+			t.Errorf("the server's exit after SIGTERM: %v\nstderr:\n%s", err, s.stderr)
+		}
+	} else if err := s.c.Close(); err != nil {
+		t.Errorf("close the client (the server's exit): %v\nstderr:\n%s", err, s.stderr)
 	}
 }
 
@@ -550,7 +584,9 @@ func (s *benchServer) call(b *testing.B, p benchProgram) {
 func (s *benchServer) callErr(p benchProgram) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	res, err := s.c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: p.tool, Arguments: code(p.code)}})
+	c, done := s.take()
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: p.tool, Arguments: code(p.code)}})
+	done()
 	runs.Add(1)
 	if err != nil {
 		return 0, err
@@ -1165,6 +1201,7 @@ func (r *benchReport) judge() {
 		}
 	}
 	r.judgeSessions(add)
+	r.judgeHTTP(add)
 	if r.IdleRSSMiB > 0 {
 		add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
 	}
