@@ -45,6 +45,7 @@ func httpRows(b *testing.B, bin string, pool, n int, rep *benchReport) {
 	defer func() {
 		web.exit(b)
 		stdio.close(b)
+		assertNoLeftovers(b, web.stateDir)
 		if strings.Contains(web.stderr.String(), "panic") {
 			b.Errorf("HTTP server stderr has a panic:\n%s", web.stderr)
 		}
