@@ -144,9 +144,11 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 
 // serveListener is serveHTTP's transport on the listener ln.
 func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, ready func(context.Context) error, hs httpSettings, logger *slog.Logger) error {
-	mcp := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), server.WithStreamableHTTPLogger(logger))
+	sessions := newMCPSessions()
+	mcp := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), server.WithStreamableHTTPLogger(logger),
+		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(mcpSessionIdle))
 	srv := &http.Server{
-		Handler:           httpHandler(mcp, hs, ready, logger),
+		Handler:           httpHandler(sessions.check(mcp), hs, ready, logger),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
