@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"sort"
 	"strconv"
@@ -90,6 +91,35 @@ type HTTP struct {
 	// AllowedOrigins are the browser origins (scheme://host[:port]) that
 	// may call the server; a request with any other Origin is refused.
 	AllowedOrigins []string `toml:"allowed_origins"`
+	// PerClientConcurrency bounds one client's calls of the language
+	// tools in flight at once; 0 is half of [sandbox] concurrency, at
+	// least 1 (see Config.ClientConcurrency). Over stdio there is one
+	// client, and no such share.
+	PerClientConcurrency int `toml:"per_client_concurrency"`
+	// RateLimit is how many tool calls a client may make a minute, on
+	// average; 0 is no limit. RateBurst is how many it may make at once
+	// after a quiet spell.
+	RateLimit int `toml:"rate_limit"`
+	RateBurst int `toml:"rate_burst"`
+}
+
+// Concurrency is how many runs are in flight at most: [sandbox]
+// concurrency, or the number of CPUs if that is 0.
+func (c *Config) Concurrency() int {
+	if c.Sandbox.Concurrency > 0 {
+		return c.Sandbox.Concurrency
+	}
+	return runtime.NumCPU()
+}
+
+// ClientConcurrency is how many calls of the language tools one HTTP
+// client may have in flight: [http] per_client_concurrency, or half of
+// Concurrency, at least 1, if that is 0.
+func (c *Config) ClientConcurrency() int {
+	if c.HTTP.PerClientConcurrency > 0 {
+		return c.HTTP.PerClientConcurrency
+	}
+	return max(1, c.Concurrency()/2)
 }
 
 // Pull policies.
@@ -463,6 +493,7 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, validateLimits("limits", c.Limits)...)
 	errs = append(errs, validateSessions(c.Sessions)...)
+	errs = append(errs, c.validateHTTP()...)
 	if _, err := ParseUIDRange(c.Limits.UIDRange); err != nil {
 		bad("limits.uid_range", "%v", err)
 	}
@@ -534,6 +565,33 @@ func validateSessions(s Sessions) []error {
 	}
 	if s.IdleTimeout > s.MaxLifetime {
 		bad("idle_timeout", "%s is more than max_lifetime (%s)", s.IdleTimeout, s.MaxLifetime)
+	}
+	return errs
+}
+
+// validateHTTP checks the limits of the [http] table.
+func (c *Config) validateHTTP() []error {
+	var errs []error
+	bad := func(k, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("http.%s: %s", k, fmt.Sprintf(format, a...)))
+	}
+	h := c.HTTP
+	switch n := c.Concurrency(); {
+	case h.PerClientConcurrency < 0:
+		bad("per_client_concurrency", "%d is negative; want 1 to sandbox.concurrency (%d), or 0 for half of it", h.PerClientConcurrency, n)
+	case h.PerClientConcurrency > n:
+		what := "sandbox.concurrency"
+		if c.Sandbox.Concurrency == 0 {
+			what = "sandbox.concurrency, here the number of CPUs,"
+		}
+		bad("per_client_concurrency", "%d is more than %s (%d), which bounds all clients' runs together; want 1 to %d, or 0 for half of it",
+			h.PerClientConcurrency, what, n, n)
+	}
+	if h.RateLimit < 0 {
+		bad("rate_limit", "%d is negative; want tool calls a minute per client, or 0 for no limit", h.RateLimit)
+	}
+	if h.RateLimit > 0 && h.RateBurst < 1 {
+		bad("rate_burst", "%d; want at least 1 call at once while rate_limit is on (%d a minute)", h.RateBurst, h.RateLimit)
 	}
 	return errs
 }

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
@@ -408,8 +410,58 @@ func TestHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := HTTP{AuthTokens: "/etc/csm/tokens", AllowedOrigins: []string{"https://a.example"}}
+	want := HTTP{AuthTokens: "/etc/csm/tokens", AllowedOrigins: []string{"https://a.example"}, RateLimit: 120, RateBurst: 20}
 	if !reflect.DeepEqual(c.HTTP, want) {
 		t.Errorf("[http] = %+v; want %+v", c.HTTP, want)
+	}
+}
+
+func TestClientLimits(t *testing.T) {
+	cpus := runtime.NumCPU()
+	for _, tc := range []struct {
+		toml      string
+		want      int
+		rate, brs int
+	}{
+		{"", max(1, cpus/2), 120, 20},
+		{"[sandbox]\nconcurrency = 8", 4, 120, 20},
+		{"[sandbox]\nconcurrency = 1", 1, 120, 20},
+		{"[sandbox]\nconcurrency = 3", 1, 120, 20},
+		{"[sandbox]\nconcurrency = 8\n[http]\nper_client_concurrency = 8", 8, 120, 20},
+		{"[sandbox]\nconcurrency = 4\n[http]\nper_client_concurrency = 1\nrate_limit = 6\nrate_burst = 2", 1, 6, 2},
+		{"[http]\nrate_limit = 0\nrate_burst = 0", max(1, cpus/2), 0, 0},
+	} {
+		c, err := Parse(tc.toml, "x.toml")
+		if err != nil {
+			t.Errorf("%q: %v", tc.toml, err)
+			continue
+		}
+		if got := c.ClientConcurrency(); got != tc.want {
+			t.Errorf("%q: ClientConcurrency() = %d; want %d", tc.toml, got, tc.want)
+		}
+		if c.HTTP.RateLimit != tc.rate || c.HTTP.RateBurst != tc.brs {
+			t.Errorf("%q: rate_limit %d, rate_burst %d; want %d, %d", tc.toml, c.HTTP.RateLimit, c.HTTP.RateBurst, tc.rate, tc.brs)
+		}
+	}
+	for _, tc := range []struct {
+		toml string
+		want []string
+	}{
+		{"[sandbox]\nconcurrency = 4\n[http]\nper_client_concurrency = 5", []string{"http.per_client_concurrency: 5 is more than sandbox.concurrency (4)", "want 1 to 4, or 0 for half of it"}},
+		{fmt.Sprintf("[http]\nper_client_concurrency = %d", cpus+1), []string{"http.per_client_concurrency", "the number of CPUs", fmt.Sprintf("(%d)", cpus)}},
+		{"[http]\nper_client_concurrency = -1", []string{"http.per_client_concurrency: -1 is negative"}},
+		{"[http]\nrate_limit = -1", []string{"http.rate_limit: -1 is negative", "0 for no limit"}},
+		{"[http]\nrate_burst = 0", []string{"http.rate_burst: 0; want at least 1", "(120 a minute)"}},
+	} {
+		_, err := Parse(tc.toml, "bad.toml")
+		if err == nil {
+			t.Errorf("%q: no error", tc.toml)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q: error %q does not mention %q", tc.toml, err, w)
+			}
+		}
 	}
 }

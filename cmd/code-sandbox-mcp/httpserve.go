@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/clientlimit"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 	"code-sandbox-mcp/config"
 )
@@ -125,8 +126,9 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 	return mux
 }
 
-// serveHTTP serves MCP over streamable HTTP at /mcp on hs.addr until ctx
-// is cancelled (SIGINT, SIGTERM). Then it stops accepting, lets the calls
+// serveHTTP serves MCP over streamable HTTP at /mcp on hs.addr, each
+// client within clientLimits, until ctx is cancelled (SIGINT, SIGTERM).
+// Then it stops accepting, lets the calls
 // in flight finish for up to httpGrace, cancels those left, and closes
 // the executor as stdio does.
 func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, logger *slog.Logger) error {
@@ -137,9 +139,27 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
 	}
+	cl := clientLimits(cfg)
+	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst)
 	return serveMCP(ctx, cfg, connect(execConfig(cfg, env, logger), logger), principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
-	})
+	}, server.WithToolHandlerMiddleware(clientlimit.New(cl).Middleware))
+}
+
+// clientLimits are what [http] allows each client, as principalOf names
+// it: a share of the runs (per_client_concurrency), counted over the
+// language tools' calls, and a rate of tool calls of any tool
+// (rate_limit, rate_burst). They are HTTP's: over stdio there is one
+// client, whose calls queue for [sandbox] concurrency instead.
+func clientLimits(cfg *config.Config) clientlimit.Config {
+	tools := map[string]time.Duration{}
+	for _, l := range cfg.Enabled() {
+		tools[l.Tool] = l.Limits.Timeout
+	}
+	return clientlimit.Config{
+		Principal: principalOf, Concurrency: cfg.ClientConcurrency(), Tools: tools,
+		Rate: cfg.HTTP.RateLimit, Burst: cfg.HTTP.RateBurst,
+	}
 }
 
 // serveListener is serveHTTP's transport on the listener ln.

@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 	"code-sandbox-mcp/config"
@@ -36,5 +38,17 @@ func TestResolveHTTP(t *testing.T) {
 				t.Fatalf("resolveHTTP: %v; want an error with %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+func TestClientLimits(t *testing.T) {
+	cfg, err := config.Parse("[sandbox]\nconcurrency = 6\n[http]\nrate_limit = 30\nrate_burst = 3\n[languages.python.limits]\ntimeout = \"10s\"\n", "x.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := clientLimits(cfg)
+	want := map[string]time.Duration{"run_python_code": 10 * time.Second, "run_js_code": 30 * time.Second}
+	if cl.Concurrency != 3 || cl.Rate != 30 || cl.Burst != 3 || !reflect.DeepEqual(cl.Tools, want) || cl.Principal == nil {
+		t.Errorf("clientLimits = concurrency %d, rate %d, burst %d, tools %v; want 3, 30, 3, %v", cl.Concurrency, cl.Rate, cl.Burst, cl.Tools, want)
 	}
 }

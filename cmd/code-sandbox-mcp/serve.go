@@ -219,18 +219,18 @@ func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorF
 type transportFunc func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error
 
 // serveMCP builds the MCP server on the executor newExecutor makes, with
-// principal naming each call's client (nil: "local"), connects to
-// containerd ahead of the first call, and serves it with t. Once t
-// returns, the connect started ahead is cancelled and waited for, and the
-// executor is closed, which kills the runs still going and deletes every
-// sandbox.
-func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, principal func(context.Context) string, logger *slog.Logger, t transportFunc) error {
+// principal naming each call's client (nil: "local") and the transport's
+// own server options opts, connects to containerd ahead of the first
+// call, and serves it with t. Once t returns, the connect started ahead
+// is cancelled and waited for, and the executor is closed, which kills
+// the runs still going and deletes every sandbox.
+func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, principal func(context.Context) string, logger *slog.Logger, t transportFunc, opts ...server.ServerOption) error {
 	lx := &lazyExecutor{newExecutor: newExecutor, sessions: sessionConfig(cfg)}
 	s, err := mcpserver.New(ctx, mcpserver.Options{
 		Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
 		Sessions: lx, Principal: principal,
-	}, cfg.Enabled(), lx.Run)
+	}, cfg.Enabled(), lx.Run, opts...)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)
 	}

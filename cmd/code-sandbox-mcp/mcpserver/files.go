@@ -34,11 +34,15 @@ const runsURIPrefix = "sandbox://runs/"
 // read them through their URIs after the call: each run's for keep, and
 // all runs' together within maxBytes, the oldest run evicted first. A run
 // whose files alone hold more than maxBytes is not kept. Expired runs are
-// dropped when the store is next used. It is safe for concurrent use.
+// dropped when the store is next used. A run's files belong to the
+// principal of its call: to any other, they are as unknown as a run id
+// that never existed. It is safe for concurrent use.
 type fileStore struct {
 	keep     time.Duration
 	maxBytes int64
 	now      func() time.Time
+	// owner names the principal of a call, who owns the files of its run.
+	owner func(ctx context.Context) string
 
 	mu    sync.Mutex
 	runs  []*keptRun // oldest first
@@ -49,22 +53,27 @@ type fileStore struct {
 // keptRun is one run's files in a fileStore.
 type keptRun struct {
 	id      string
+	owner   string
 	expires time.Time
 	files   map[string][]byte
 	bytes   int64
 }
 
 // newFileStore returns an empty store that keeps runs' files for keep,
-// within maxBytes in all, and reads the time from now.
-func newFileStore(keep time.Duration, maxBytes int64, now func() time.Time) *fileStore {
-	return &fileStore{keep: keep, maxBytes: maxBytes, now: now, byID: map[string]*keptRun{}}
+// within maxBytes in all, reads the time from now and a call's principal
+// from owner (nil: "local" for every call).
+func newFileStore(keep time.Duration, maxBytes int64, now func() time.Time, owner func(context.Context) string) *fileStore {
+	if owner == nil {
+		owner = func(context.Context) string { return localPrincipal }
+	}
+	return &fileStore{keep: keep, maxBytes: maxBytes, now: now, owner: owner, byID: map[string]*keptRun{}}
 }
 
-// put keeps a run's files under a new run id, evicting the oldest runs
-// for room. ok is false, and nothing kept, if the files alone hold more
-// than the store's cap.
-func (s *fileStore) put(files []exec.File) (id string, ok bool) {
-	r := &keptRun{id: newRunID(), files: make(map[string][]byte, len(files))}
+// put keeps a run's files, owned by the principal owner, under a new run
+// id, evicting the oldest runs for room. ok is false, and nothing kept,
+// if the files alone hold more than the store's cap.
+func (s *fileStore) put(owner string, files []exec.File) (id string, ok bool) {
+	r := &keptRun{id: newRunID(), owner: owner, files: make(map[string][]byte, len(files))}
 	for _, f := range files {
 		r.files[f.Path] = f.Data
 		r.bytes += int64(len(f.Data))
@@ -86,13 +95,14 @@ func (s *fileStore) put(files []exec.File) (id string, ok bool) {
 	return r.id, true
 }
 
-// get returns the file at path of the run id, if it is still kept.
-func (s *fileStore) get(id, path string) ([]byte, bool) {
+// get returns the file at path of the run id, if it is still kept and
+// owner owns it.
+func (s *fileStore) get(owner, id, path string) ([]byte, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.expire(s.now())
 	r, ok := s.byID[id]
-	if !ok {
+	if !ok || r.owner != owner {
 		return nil, false
 	}
 	data, ok := r.files[path]
@@ -116,7 +126,8 @@ func (s *fileStore) drop() {
 }
 
 // newRunID returns 16 random bytes in hex: a run's files are read by
-// anyone who has the id, so it must not be guessable.
+// whoever has the id and is its principal, which every client of a
+// server without tokens is ("local"), so it must not be guessable.
 func newRunID() string {
 	var b [16]byte
 	rand.Read(b[:]) // never fails: see crypto/rand.Read
@@ -194,14 +205,16 @@ func matchFileTemplate(_ context.Context, _ any, req *mcp.ReadResourceRequest) {
 
 // readFile is the resources/read handler of FilesURITemplate: the file as
 // text if it is UTF-8 of a textual type, else as a base64 blob, under the
-// URI the run's result gave it.
+// URI the run's result gave it. Another principal's file gets the error
+// of an expired or unknown one, word for word, so that a URI does not
+// tell whether it exists.
 func (s *fileStore) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	id, path, ok := parseFileURI(req.Params.URI)
 	if !ok {
 		return nil, fmt.Errorf("%s is not a file's URI: want %s", req.Params.URI, FilesURITemplate)
 	}
 	uri := fileURI(id, path)
-	data, ok := s.get(id, path)
+	data, ok := s.get(s.owner(ctx), id, path)
 	if !ok {
 		return nil, fmt.Errorf("%s has expired or never existed: output files are kept for %s after their run (file_retention), within %s in all (file_retention_bytes); run the program again to make it anew",
 			uri, s.keep, config.Size(s.maxBytes))

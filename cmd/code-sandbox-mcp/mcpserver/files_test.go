@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,20 +41,20 @@ func (c *fakeClock) advance(d time.Duration) {
 
 func TestFileStoreExpiry(t *testing.T) {
 	clock := newFakeClock()
-	s := newFileStore(time.Minute, 1<<20, clock.now)
-	id, ok := s.put([]exec.File{{Path: "a.txt", Data: []byte("a")}})
+	s := newFileStore(time.Minute, 1<<20, clock.now, nil)
+	id, ok := s.put("local", []exec.File{{Path: "a.txt", Data: []byte("a")}})
 	if !ok || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(id) {
 		t.Fatalf("put: %q, %v; want 32 hex digits", id, ok)
 	}
 	clock.advance(59 * time.Second)
-	if data, ok := s.get(id, "a.txt"); !ok || string(data) != "a" {
+	if data, ok := s.get("local", id, "a.txt"); !ok || string(data) != "a" {
 		t.Errorf("get at 59s: %q, %v; want a", data, ok)
 	}
-	if _, ok := s.get(id, "b.txt"); ok {
+	if _, ok := s.get("local", id, "b.txt"); ok {
 		t.Error("get of a path the run did not leave: found")
 	}
 	clock.advance(time.Second)
-	if _, ok := s.get(id, "a.txt"); ok {
+	if _, ok := s.get("local", id, "a.txt"); ok {
 		t.Error("get at 60s: found; want expired")
 	}
 	if s.bytes != 0 || len(s.runs) != 0 || len(s.byID) != 0 {
@@ -61,21 +62,32 @@ func TestFileStoreExpiry(t *testing.T) {
 	}
 }
 
+func TestFileStoreOwner(t *testing.T) {
+	s := newFileStore(time.Minute, 1<<20, newFakeClock().now, nil)
+	id, _ := s.put("alice", []exec.File{{Path: "a.txt", Data: []byte("a")}})
+	if _, ok := s.get("bob", id, "a.txt"); ok {
+		t.Error("bob got alice's file")
+	}
+	if data, ok := s.get("alice", id, "a.txt"); !ok || string(data) != "a" {
+		t.Errorf("alice's get of her file: %q, %v; want a", data, ok)
+	}
+}
+
 func TestFileStoreByteCap(t *testing.T) {
 	clock := newFakeClock()
-	s := newFileStore(time.Hour, 10, clock.now)
+	s := newFileStore(time.Hour, 10, clock.now, nil)
 	four := []exec.File{{Path: "x", Data: []byte("1234")}}
-	first, _ := s.put(four)
-	second, _ := s.put(four)
+	first, _ := s.put("local", four)
+	second, _ := s.put("local", four)
 	if first == second {
 		t.Fatalf("two runs got the same id %q", first)
 	}
-	third, _ := s.put(four) // 12 bytes: the oldest goes
-	if _, ok := s.get(first, "x"); ok {
+	third, _ := s.put("local", four) // 12 bytes: the oldest goes
+	if _, ok := s.get("local", first, "x"); ok {
 		t.Error("the oldest run is kept past the cap")
 	}
 	for _, id := range []string{second, third} {
-		if _, ok := s.get(id, "x"); !ok {
+		if _, ok := s.get("local", id, "x"); !ok {
 			t.Errorf("run %s is gone; want kept", id)
 		}
 	}
@@ -83,14 +95,14 @@ func TestFileStoreByteCap(t *testing.T) {
 		t.Errorf("%d bytes held; want 8", s.bytes)
 	}
 	// A run over the whole cap is not kept, and evicts nothing.
-	if id, ok := s.put([]exec.File{{Path: "big", Data: make([]byte, 11)}}); ok || id != "" {
+	if id, ok := s.put("local", []exec.File{{Path: "big", Data: make([]byte, 11)}}); ok || id != "" {
 		t.Errorf("put over the cap: %q, %v; want not kept", id, ok)
 	}
-	if _, ok := s.get(second, "x"); !ok {
+	if _, ok := s.get("local", second, "x"); !ok {
 		t.Error("a run over the cap evicted another")
 	}
 	// Exactly the cap fits, alone.
-	if _, ok := s.put([]exec.File{{Path: "full", Data: make([]byte, 10)}}); !ok || s.bytes != 10 || len(s.runs) != 1 {
+	if _, ok := s.put("local", []exec.File{{Path: "full", Data: make([]byte, 10)}}); !ok || s.bytes != 10 || len(s.runs) != 1 {
 		t.Errorf("put of the cap: %v, %d bytes, %d runs; want kept alone", ok, s.bytes, len(s.runs))
 	}
 }
@@ -349,6 +361,55 @@ func TestReadFileResource(t *testing.T) {
 	want := links[1].URI + " has expired or never existed: output files are kept for 15m0s after their run (file_retention), within 256MiB in all (file_retention_bytes)"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("read after 15m: %v; want %q", err, want)
+	}
+}
+
+// Another principal's URI gets the error of the same URI once expired,
+// word for word, and that of a run id that never existed but for the id:
+// it does not tell that the run exists.
+func TestReadFileOtherPrincipal(t *testing.T) {
+	clock := newFakeClock()
+	var who atomic.Value
+	who.Store("alice")
+	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		return &exec.Result{Language: req.Language, Files: []exec.File{{Path: "x.txt", Data: []byte("x")}}}, nil
+	}
+	o := testOptions
+	o.now, o.Principal = clock.now, func(context.Context) string { return who.Load().(string) }
+	s, err := New(t.Context(), o, config.Default().Enabled(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, s, nil)
+	res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uri := res.StructuredContent.(map[string]any)["files"].([]any)[0].(map[string]any)["uri"].(string)
+	id, _, _ := parseFileURI(uri)
+	read := func(uri string) string {
+		t.Helper()
+		_, err := c.ReadResource(t.Context(), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uri}})
+		if err == nil {
+			t.Fatalf("%s read %s; want an error", who.Load(), uri)
+		}
+		return err.Error()
+	}
+
+	who.Store("bob")
+	theirs := read(uri)
+	unknownID := strings.Repeat("0", len(id))
+	unknown := read(fileURI(unknownID, "x.txt"))
+	if got, want := strings.ReplaceAll(unknown, unknownID, id), theirs; got != want {
+		t.Errorf("bob's error for alice's file:\n%q\nfor an unknown run, id replaced:\n%q; want the same", want, got)
+	}
+	who.Store("alice")
+	if r, err := c.ReadResource(t.Context(), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uri}}); err != nil || len(r.Contents) != 1 {
+		t.Fatalf("alice's read of her file: %+v, %v", r, err)
+	}
+	clock.advance(15 * time.Minute)
+	if expired := read(uri); expired != theirs {
+		t.Errorf("bob's error for alice's file:\n%q\nalice's once it expired:\n%q; want the same", theirs, expired)
 	}
 }
 

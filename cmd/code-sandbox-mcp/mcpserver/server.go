@@ -61,8 +61,9 @@ type Options struct {
 	// session_id argument.
 	Sessions SessionManager
 	// Principal names the client a call comes from, which owns the
-	// sessions it creates and alone may use them; nil names every caller
-	// "local", the one client of a server over stdio.
+	// sessions it creates and the output files of its runs, and alone may
+	// use them; nil names every caller "local", the one client of a server
+	// over stdio.
 	Principal func(ctx context.Context) string
 
 	// now reads the clock of the file store; nil is time.Now.
@@ -82,7 +83,7 @@ func (o Options) fileStore() *fileStore {
 	if now == nil {
 		now = time.Now
 	}
-	return newFileStore(keep, maxBytes, now)
+	return newFileStore(keep, maxBytes, now, o.Principal)
 }
 
 // New builds the MCP server: one tool per language in langs, each running

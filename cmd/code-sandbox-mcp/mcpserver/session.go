@@ -26,8 +26,8 @@ type SessionManager interface {
 	SessionLimits() exec.SessionConfig
 }
 
-// localPrincipal owns every session when Options.Principal is nil: the
-// one client of a server over stdio.
+// localPrincipal owns every session and output file when
+// Options.Principal is nil: the one client of a server over stdio.
 const localPrincipal = "local"
 
 // Names of the session tools.

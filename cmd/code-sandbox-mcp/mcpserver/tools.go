@@ -294,7 +294,7 @@ func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, 
 		}
 		kept := retention{keep: store.keep, maxBytes: store.maxBytes}
 		if len(res.Files) > 0 {
-			kept.id, _ = store.put(res.Files)
+			kept.id, _ = store.put(store.owner(ctx), res.Files)
 		}
 		return toolResult(res, lim, kept), nil
 	}
