@@ -101,6 +101,9 @@ type HTTP struct {
 	// after a quiet spell.
 	RateLimit int `toml:"rate_limit"`
 	RateBurst int `toml:"rate_burst"`
+	// PerClientSessions bounds one client's open sessions; 0 is half of
+	// [sessions] max_sessions, at least 1 (see Config.ClientSessions).
+	PerClientSessions int `toml:"per_client_sessions"`
 }
 
 // Concurrency is how many runs are in flight at most: [sandbox]
@@ -120,6 +123,19 @@ func (c *Config) ClientConcurrency() int {
 		return c.HTTP.PerClientConcurrency
 	}
 	return max(1, c.Concurrency()/2)
+}
+
+// ClientSessions is how many sessions one HTTP client may have open:
+// [http] per_client_sessions, or half of [sessions] max_sessions, at
+// least 1, if that is 0. It is 0 when sessions are off.
+func (c *Config) ClientSessions() int {
+	switch {
+	case c.Sessions.MaxSessions <= 0:
+		return 0
+	case c.HTTP.PerClientSessions > 0:
+		return c.HTTP.PerClientSessions
+	}
+	return max(1, c.Sessions.MaxSessions/2)
 }
 
 // Pull policies.
@@ -592,6 +608,9 @@ func (c *Config) validateHTTP() []error {
 	}
 	if h.RateLimit > 0 && h.RateBurst < 1 {
 		bad("rate_burst", "%d; want at least 1 call at once while rate_limit is on (%d a minute)", h.RateBurst, h.RateLimit)
+	}
+	if m := c.Sessions.MaxSessions; h.PerClientSessions < 0 || (m > 0 && h.PerClientSessions > m) {
+		bad("per_client_sessions", "%d; want 1 to sessions.max_sessions (%d), or 0 for half of it", h.PerClientSessions, m)
 	}
 	return errs
 }

@@ -36,7 +36,10 @@ import (
 // SessionConfig bounds sessions.
 type SessionConfig struct {
 	// Max is how many sessions may be open at once; 0 disables sessions.
-	Max int
+	// MaxPerOwner is how many of them one owner may have; 0 is no bound
+	// but Max.
+	Max         int
+	MaxPerOwner int
 	// IdleTimeout ends a session that ran nothing for that long, unless
 	// its creator asked for another; MaxLifetime ends any session that
 	// old, busy or not.
@@ -107,6 +110,10 @@ func (e *NoSessionError) Unwrap() error { return ErrNoSession }
 // sessions are open.
 var ErrTooManySessions = fmt.Errorf("too many sessions: %w", errdefs.ErrResourceExhausted)
 
+// ErrTooManyOwnSessions marks a session refused because its owner has
+// SessionConfig.MaxPerOwner sessions open.
+var ErrTooManyOwnSessions = fmt.Errorf("too many sessions of one owner: %w", errdefs.ErrResourceExhausted)
+
 // ErrNoSessions marks a session asked of a language that has no session
 // driver, or of an executor whose sessions are disabled.
 var ErrNoSessions = fmt.Errorf("sessions are not available: %w", errdefs.ErrNotImplemented)
@@ -131,8 +138,10 @@ type sessionTable struct {
 	mu       sync.Mutex
 	open     map[string]*session
 	creating int
-	ended    map[string]endedSession
-	order    []string // ended, oldest first
+	// creatingBy counts the sessions being created, by owner.
+	creatingBy map[string]int
+	ended      map[string]endedSession
+	order      []string // ended, oldest first
 }
 
 // endedSession is what is remembered of a session that ended.
@@ -199,13 +208,13 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	defer cancel()
 	defer context.AfterFunc(e.closing, cancel)()
 
-	if err := e.sessions.reserve(cfg.Max); err != nil {
+	if err := e.sessions.reserve(cfg, owner); err != nil {
 		return SessionInfo{}, err
 	}
 	registered := false
 	defer func() {
 		if !registered {
-			e.sessions.unreserve()
+			e.sessions.unreserve(owner)
 		}
 	}()
 	select {
@@ -744,34 +753,70 @@ func memoryInUse(dir string) int64 {
 	return -1
 }
 
-// reserve counts a session being created in, unless max are open or
-// being created.
-func (t *sessionTable) reserve(max int) error {
+// reserve counts a session of owner being created in, unless cfg.Max
+// are open or being created, or cfg.MaxPerOwner of owner's.
+func (t *sessionTable) reserve(cfg SessionConfig, owner string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if len(t.open)+t.creating >= max {
-		next := time.Time{}
+	if len(t.open)+t.creating >= cfg.Max {
+		return fmt.Errorf("%w: %d sessions are open or being created, the most this server allows (max_sessions)%s",
+			ErrTooManySessions, cfg.Max, t.firstExpiry(""))
+	}
+	if cfg.MaxPerOwner > 0 {
+		n := t.creatingBy[owner]
 		for _, ss := range t.open {
-			ss.mu.Lock()
-			if x := ss.expiresLocked(); next.IsZero() || x.Before(next) {
-				next = x
+			if ss.owner == owner {
+				n++
 			}
-			ss.mu.Unlock()
 		}
-		when := ""
-		if !next.IsZero() {
-			when = fmt.Sprintf("; the first to expire does so at %s", next.UTC().Format(time.RFC3339))
+		if n >= cfg.MaxPerOwner {
+			return fmt.Errorf("%w: %d of your sessions are open or being created, the most one client may have (per_client_sessions)%s",
+				ErrTooManyOwnSessions, n, t.firstExpiry(owner))
 		}
-		return fmt.Errorf("%w: %d sessions are open or being created, the most this server allows (max_sessions)%s", ErrTooManySessions, max, when)
+	}
+	if t.creatingBy == nil {
+		t.creatingBy = map[string]int{}
 	}
 	t.creating++
+	t.creatingBy[owner]++
 	return nil
 }
 
-func (t *sessionTable) unreserve() {
+// firstExpiry says when the first open session (of owner, if not "")
+// expires, as "; the first to expire does so at TIME", or "" if none is
+// open. t.mu is held.
+func (t *sessionTable) firstExpiry(owner string) string {
+	next := time.Time{}
+	for _, ss := range t.open {
+		if owner != "" && ss.owner != owner {
+			continue
+		}
+		ss.mu.Lock()
+		if x := ss.expiresLocked(); next.IsZero() || x.Before(next) {
+			next = x
+		}
+		ss.mu.Unlock()
+	}
+	if next.IsZero() {
+		return ""
+	}
+	return fmt.Sprintf("; the first to expire does so at %s", next.UTC().Format(time.RFC3339))
+}
+
+// unreserve forgets a reservation of owner's that did not become a
+// session.
+func (t *sessionTable) unreserve(owner string) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.creating--
-	t.mu.Unlock()
+	t.uncount(owner)
+}
+
+// uncount takes one from owner's sessions being created. t.mu is held.
+func (t *sessionTable) uncount(owner string) {
+	if t.creatingBy[owner]--; t.creatingBy[owner] <= 0 {
+		delete(t.creatingBy, owner)
+	}
 }
 
 // add registers a session that was reserved.
@@ -782,6 +827,7 @@ func (t *sessionTable) add(ss *session) {
 		t.open = map[string]*session{}
 	}
 	t.creating--
+	t.uncount(ss.owner)
 	t.open[ss.id] = ss
 }
 

@@ -11,24 +11,24 @@ import (
 func TestSessionTableBoundsAndOwners(t *testing.T) {
 	var tab sessionTable
 	for range 2 {
-		if err := tab.reserve(2); err != nil {
+		if err := tab.reserve(SessionConfig{Max: 2}, "alice"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tab.reserve(2); !errors.Is(err, ErrTooManySessions) {
+	if err := tab.reserve(SessionConfig{Max: 2}, "alice"); !errors.Is(err, ErrTooManySessions) {
 		t.Fatalf("a third reservation: %v; want ErrTooManySessions", err)
 	}
 	now := time.Now()
 	a := &session{id: "session-a", owner: "alice", created: now, lastUsed: now, idle: time.Minute, lifetime: time.Hour}
 	tab.add(a)
-	tab.unreserve()
-	if err := tab.reserve(2); err != nil {
+	tab.unreserve("alice")
+	if err := tab.reserve(SessionConfig{Max: 2}, "alice"); err != nil {
 		t.Fatalf("after an unreserve: %v", err)
 	}
 	if tab.get("alice", "session-a") != a || tab.get("bob", "session-a") != nil {
 		t.Error("get: only the owner gets the session")
 	}
-	err := tab.reserve(2)
+	err := tab.reserve(SessionConfig{Max: 2}, "alice")
 	if err == nil || !strings.Contains(err.Error(), "the first to expire") {
 		t.Errorf("a reservation past the bound: %v; want the first expiry named", err)
 	}
@@ -43,6 +43,45 @@ func TestSessionTableBoundsAndOwners(t *testing.T) {
 	}
 	if !errors.Is(tab.noSession("bob", "session-a"), ErrNoSession) {
 		t.Error("NoSessionError does not wrap ErrNoSession")
+	}
+}
+
+func TestSessionTableBoundsPerOwner(t *testing.T) {
+	var tab sessionTable
+	cfg := SessionConfig{Max: 4, MaxPerOwner: 2}
+	for range 2 {
+		if err := tab.reserve(cfg, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := tab.reserve(cfg, "alice")
+	if !errors.Is(err, ErrTooManyOwnSessions) || errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "per_client_sessions") {
+		t.Fatalf("alice's third: %v; want ErrTooManyOwnSessions naming per_client_sessions", err)
+	}
+	// Bob is not held back by alice's.
+	if err := tab.reserve(cfg, "bob"); err != nil {
+		t.Fatalf("bob's first: %v", err)
+	}
+	// One of alice's opens, the other fails: she may reserve one more.
+	now := time.Now()
+	tab.add(&session{id: "session-a", owner: "alice", created: now, lastUsed: now, idle: time.Minute, lifetime: time.Hour})
+	tab.unreserve("alice")
+	if err := tab.reserve(cfg, "alice"); err != nil {
+		t.Fatalf("alice's after a failed creation: %v", err)
+	}
+	err = tab.reserve(cfg, "alice")
+	if !errors.Is(err, ErrTooManyOwnSessions) || !strings.Contains(err.Error(), "the first to expire") {
+		t.Fatalf("alice's past the bound with one open: %v; want the first expiry named", err)
+	}
+	// The server-wide bound still holds: alice 2, bob 1, one left.
+	if err := tab.reserve(cfg, "carol"); err != nil {
+		t.Fatalf("carol's: %v", err)
+	}
+	if err := tab.reserve(cfg, "dave"); !errors.Is(err, ErrTooManySessions) {
+		t.Fatalf("past max_sessions: %v; want ErrTooManySessions", err)
+	}
+	if len(tab.creatingBy) != 3 || tab.creatingBy["alice"] != 1 {
+		t.Fatalf("creatingBy = %v; want alice 1, bob 1, carol 1", tab.creatingBy)
 	}
 }
 

@@ -195,3 +195,41 @@ func decodeCall(ctx context.Context, t *testing.T, c *client.Client, tool string
 	}
 	return decodeResult(t, res)
 }
+
+// TestHTTPLimitsSessions: one client cannot take every session. With
+// max_sessions = 3 and per_client_sessions = 1, alice's second
+// create_session is refused with a text that says why, while bob still
+// gets one; once alice closes hers she may create another.
+func TestHTTPLimitsSessions(t *testing.T) {
+	path, tokens := tokenFile(t, "alice", "bob")
+	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path},
+		config: "[sessions]\nmax_sessions = 3\n[http]\nper_client_sessions = 1\n" + noPools})
+	alice, bob := s.connect(t, tokens["alice"]), s.connect(t, tokens["bob"])
+	ctx := testContext(t)
+	create := func(c *client.Client) (createdSession, string, bool) {
+		var created createdSession
+		text, isErr := callRaw(ctx, t, c, "create_session", map[string]any{"language": "python"}, &created)
+		return created, text, isErr
+	}
+	first, text, isErr := create(alice)
+	if isErr || first.SessionID == "" {
+		t.Fatalf("alice's first create_session: %q", text)
+	}
+	before := containerCount(t)
+	_, text, isErr = create(alice)
+	if !isErr || !strings.Contains(text, "per_client_sessions") || !strings.Contains(text, "1 of your sessions are open") {
+		t.Fatalf("alice's second create_session: %q, isError %v; want a refusal naming per_client_sessions", text, isErr)
+	}
+	if n := containerCount(t); n != before {
+		t.Errorf("the refused create_session changed the containers from %d to %d", before, n)
+	}
+	if b, text, isErr := create(bob); isErr || b.SessionID == "" {
+		t.Fatalf("bob's create_session while alice holds her share: %q", text)
+	}
+	if text, isErr := callRaw(ctx, t, alice, "close_session", map[string]any{"session_id": first.SessionID}, nil); isErr {
+		t.Fatalf("alice's close_session: %q", text)
+	}
+	if again, text, isErr := create(alice); isErr || again.SessionID == "" {
+		t.Fatalf("alice's create_session after closing hers: %q", text)
+	}
+}

@@ -140,8 +140,11 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 		return fmt.Errorf("--http: %w", err)
 	}
 	cl := clientLimits(cfg)
-	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst)
-	return serveMCP(ctx, cfg, connect(execConfig(cfg, env, logger), logger), principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+	ec := execConfig(cfg, env, logger)
+	ec.Sessions.MaxPerOwner = cfg.ClientSessions()
+	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst,
+		"per_client_sessions", ec.Sessions.MaxPerOwner)
+	return serveMCP(ctx, cfg, connect(ec, logger), principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
 	}, server.WithToolHandlerMiddleware(clientlimit.New(cl).Middleware))
 }

@@ -139,6 +139,9 @@ func (s *sessions) sessionErrorText(lang string, err error) string {
 		}
 		return fmt.Sprintf("There is no open session %q: %s. Nothing was run, and its state, if it had any, is gone. Call %s to start a new session, or leave session_id out to run in a fresh sandbox.",
 			no.ID, why, createSessionTool)
+	case errors.Is(err, exec.ErrTooManyOwnSessions):
+		return fmt.Sprintf("No session was started: you have as many sessions as one client may (%v). %s lists yours; %s one you no longer need, or wait for one to expire, then call %s again. Without session_id a call runs in a fresh sandbox, which needs no session.",
+			err, listSessionsTool, closeSessionTool, createSessionTool)
 	case errors.Is(err, exec.ErrTooManySessions):
 		max := 0
 		if s != nil {
