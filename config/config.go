@@ -81,7 +81,7 @@ type Sessions struct {
 }
 
 // HTTP holds the settings of the streamable HTTP transport (--http);
-// stdio ignores them.
+// stdio heeds only MetricsAddr, and AuthTokens for it.
 type HTTP struct {
 	// AuthTokens is the token file: one client a line, "NAME SHA256HEX".
 	// Empty means no authentication, which only a loopback listener
@@ -90,6 +90,11 @@ type HTTP struct {
 	// AllowedOrigins are the browser origins (scheme://host[:port]) that
 	// may call the server; a request with any other Origin is refused.
 	AllowedOrigins []string `toml:"allowed_origins"`
+	// MetricsAddr, if set, serves GET /metrics on a listener of its own
+	// (HOST:PORT), over HTTP or stdio, instead of beside /mcp; it asks for
+	// the tokens of AuthTokens if there are any, and without them must be
+	// loopback.
+	MetricsAddr string `toml:"metrics_addr"`
 }
 
 // Pull policies.
