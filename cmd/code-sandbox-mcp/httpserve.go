@@ -34,6 +34,8 @@ type httpFlags struct {
 	origins    namesFlag
 	tlsCert    string
 	tlsKey     string
+	// metricsAddr is the listener of /metrics's own (see telemetry).
+	metricsAddr string
 }
 
 // httpSettings are httpFlags over the [http] configuration, checked.
@@ -43,6 +45,8 @@ type httpSettings struct {
 	origins         []string
 	tlsCert, tlsKey string
 	loopback        bool
+	// tel are the server's metrics; nil: none.
+	tel *telemetry
 }
 
 // resolveHTTP applies the flags over cfg's [http] table, loads the token
@@ -97,19 +101,25 @@ func principalOf(ctx context.Context) string {
 	return "local"
 }
 
-// httpHandler routes /mcp to mcp through the Origin check and, with
-// tokens, the bearer check, and /healthz, which needs neither, to the
-// readiness of lx.
+// httpHandler routes /mcp to mcp, and GET /metrics to hs.tel's metrics
+// unless they have a listener of their own, through the Origin check
+// and, with tokens, the bearer check, and /healthz, which needs neither,
+// to the readiness of lx.
 func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) error, logger *slog.Logger) http.Handler {
-	h := mcp
-	if hs.tokens != nil {
-		h = httpauth.Require(hs.tokens, h, func(r *http.Request, reason string) {
-			logger.Warn("authentication failed", "reason", reason, "remote", r.RemoteAddr)
-		})
+	guard := func(h http.Handler) http.Handler {
+		if hs.tokens != nil {
+			h = httpauth.Require(hs.tokens, h, func(r *http.Request, reason string) {
+				logger.Warn("authentication failed", "reason", reason, "remote", r.RemoteAddr)
+				hs.tel.authFailed(reason)
+			})
+		}
+		return httpauth.CheckOrigin(hs.origins, h)
 	}
-	h = httpauth.CheckOrigin(hs.origins, h)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	mux.Handle("/mcp", guard(mcp))
+	if m := hs.tel.besideMCP(); m != nil {
+		mux.Handle("GET /metrics", guard(m))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 		defer cancel()
@@ -137,7 +147,7 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
 	}
-	return serveMCP(ctx, cfg, connect(execConfig(cfg, env, logger), logger), principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+	return serveMCP(ctx, cfg, connect(hs.tel.hooks(execConfig(cfg, env, logger)), logger), hs.tel, principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
 	})
 }
