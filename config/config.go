@@ -82,7 +82,7 @@ type Sessions struct {
 }
 
 // HTTP holds the settings of the streamable HTTP transport (--http);
-// stdio ignores them.
+// stdio heeds only MetricsAddr, and AuthTokens for it.
 type HTTP struct {
 	// AuthTokens is the token file: one client a line, "NAME SHA256HEX".
 	// Empty means no authentication, which only a loopback listener
@@ -104,6 +104,11 @@ type HTTP struct {
 	// PerClientSessions bounds one client's open sessions; 0 is half of
 	// [sessions] max_sessions, at least 1 (see Config.ClientSessions).
 	PerClientSessions int `toml:"per_client_sessions"`
+	// MetricsAddr, if set, serves GET /metrics on a listener of its own
+	// (HOST:PORT), over HTTP or stdio, instead of beside /mcp; it asks for
+	// the tokens of AuthTokens if there are any, and without them must be
+	// loopback.
+	MetricsAddr string `toml:"metrics_addr"`
 }
 
 // Concurrency is how many runs are in flight at most: [sandbox]

@@ -399,18 +399,18 @@ file = "main.sh"
 }
 
 func TestHTTP(t *testing.T) {
-	if h := Default().HTTP; h.AuthTokens != "" || len(h.AllowedOrigins) != 0 {
-		t.Errorf("default [http] = %+v; want no tokens and no origins", h)
+	if h := Default().HTTP; h.AuthTokens != "" || len(h.AllowedOrigins) != 0 || h.MetricsAddr != "" {
+		t.Errorf("default [http] = %+v; want no tokens, no origins and no metrics listener", h)
 	}
 	p := filepath.Join(t.TempDir(), "sandbox.toml")
-	if err := os.WriteFile(p, []byte("[http]\nauth_tokens = \"/etc/csm/tokens\"\nallowed_origins = [\"https://a.example\"]\n"), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte("[http]\nauth_tokens = \"/etc/csm/tokens\"\nallowed_origins = [\"https://a.example\"]\nmetrics_addr = \"127.0.0.1:9464\"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := HTTP{AuthTokens: "/etc/csm/tokens", AllowedOrigins: []string{"https://a.example"}, RateLimit: 120, RateBurst: 20}
+	want := HTTP{AuthTokens: "/etc/csm/tokens", AllowedOrigins: []string{"https://a.example"}, RateLimit: 120, RateBurst: 20, MetricsAddr: "127.0.0.1:9464"}
 	if !reflect.DeepEqual(c.HTTP, want) {
 		t.Errorf("[http] = %+v; want %+v", c.HTTP, want)
 	}

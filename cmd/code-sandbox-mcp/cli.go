@@ -35,7 +35,8 @@ usage:
   code-sandbox-mcp [GLOBAL FLAGS] --http ADDR [--auth-tokens FILE] [--allowed-origins A,B]
                    [--tls-cert FILE --tls-key FILE]
                                                    serve MCP over streamable HTTP at /mcp
-                                                   (GET /healthz: 200 once every image is ready)
+                                                   (GET /healthz: 200 once every image is ready;
+                                                   GET /metrics: Prometheus metrics, same checks as /mcp)
   code-sandbox-mcp [GLOBAL FLAGS] run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR]
                                       [--code STRING | FILE | -]
                                                    run one program; exit with its status
@@ -62,6 +63,9 @@ HTTP flags (before any subcommand):
   --allowed-origins A,B     browser origins allowed to call (config [http] allowed_origins)
   --tls-cert FILE, --tls-key FILE
                             serve HTTPS with this certificate and key
+  --metrics-addr ADDR       serve GET /metrics on ADDR (HOST:PORT) instead, also over stdio
+                            (config [http] metrics_addr); it asks for --auth-tokens' tokens
+                            if given, and without them ADDR must be loopback
 
 environment:
   CONTAINER_IMAGE, CONTAINER_LANGUAGE   run CONTAINER_LANGUAGE's code in CONTAINER_IMAGE
@@ -126,6 +130,7 @@ func newGlobalFlagSet(g *globals, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&g.http.origins, "allowed-origins", "comma-separated browser `origins` allowed to call --http")
 	fs.StringVar(&g.http.tlsCert, "tls-cert", "", "TLS certificate `file` for --http")
 	fs.StringVar(&g.http.tlsKey, "tls-key", "", "TLS key `file` for --http")
+	fs.StringVar(&g.http.metricsAddr, "metrics-addr", "", "serve /metrics on `addr` (HOST:PORT)")
 	return fs
 }
 
@@ -204,19 +209,25 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 			log.Error("configuration", "err", err)
 			return exitUsage
 		}
+		tel, err := newTelemetry(g.http, cfg)
+		if err != nil {
+			log.Error("configuration", "err", err)
+			return exitUsage
+		}
 		if g.http.addr != "" {
 			hs, err := resolveHTTP(g.http, cfg)
 			if err != nil {
 				log.Error("configuration", "err", err)
 				return exitUsage
 			}
+			hs.tel = tel
 			if err := serveHTTP(ctx, cfg, env, hs, log); err != nil {
 				log.Error("server stopped", "err", err)
 				return exitFailure
 			}
 			return exitOK
 		}
-		if err := serve(ctx, cfg, env, stdin, stdout, log); err != nil {
+		if err := serve(ctx, cfg, env, tel, stdin, stdout, log); err != nil {
 			log.Error("server stopped", "err", err)
 			return exitFailure
 		}

@@ -35,6 +35,8 @@ type httpFlags struct {
 	origins    namesFlag
 	tlsCert    string
 	tlsKey     string
+	// metricsAddr is the listener of /metrics's own (see telemetry).
+	metricsAddr string
 }
 
 // httpSettings are httpFlags over the [http] configuration, checked.
@@ -44,6 +46,8 @@ type httpSettings struct {
 	origins         []string
 	tlsCert, tlsKey string
 	loopback        bool
+	// tel are the server's metrics; nil: none.
+	tel *telemetry
 }
 
 // resolveHTTP applies the flags over cfg's [http] table, loads the token
@@ -98,19 +102,25 @@ func principalOf(ctx context.Context) string {
 	return "local"
 }
 
-// httpHandler routes /mcp to mcp through the Origin check and, with
-// tokens, the bearer check, and /healthz, which needs neither, to the
-// readiness of lx.
+// httpHandler routes /mcp to mcp, and GET /metrics to hs.tel's metrics
+// unless they have a listener of their own, through the Origin check
+// and, with tokens, the bearer check, and /healthz, which needs neither,
+// to the readiness of lx.
 func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) error, logger *slog.Logger) http.Handler {
-	h := mcp
-	if hs.tokens != nil {
-		h = httpauth.Require(hs.tokens, h, func(r *http.Request, reason string) {
-			logger.Warn("authentication failed", "reason", reason, "remote", r.RemoteAddr)
-		})
+	guard := func(h http.Handler) http.Handler {
+		if hs.tokens != nil {
+			h = httpauth.Require(hs.tokens, h, func(r *http.Request, reason string) {
+				logger.Warn("authentication failed", "reason", reason, "remote", r.RemoteAddr)
+				hs.tel.authFailed(reason)
+			})
+		}
+		return httpauth.CheckOrigin(hs.origins, h)
 	}
-	h = httpauth.CheckOrigin(hs.origins, h)
 	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
+	mux.Handle("/mcp", guard(mcp))
+	if m := hs.tel.besideMCP(); m != nil {
+		mux.Handle("GET /metrics", guard(m))
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), healthTimeout)
 		defer cancel()
@@ -139,12 +149,15 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
 	}
+	// Closed by the server's Shutdown once serving; this closes it if
+	// serving never began (the metrics listener failed, say).
+	defer ln.Close()
 	cl := clientLimits(cfg)
-	ec := execConfig(cfg, env, logger)
+	ec := hs.tel.hooks(execConfig(cfg, env, logger))
 	ec.Sessions.MaxPerOwner = cfg.ClientSessions()
 	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst,
 		"per_client_sessions", ec.Sessions.MaxPerOwner)
-	return serveMCP(ctx, cfg, connect(ec, logger), principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+	return serveMCP(ctx, cfg, connect(ec, logger), hs.tel, principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
 	}, server.WithToolHandlerMiddleware(clientlimit.New(cl).Middleware))
 }

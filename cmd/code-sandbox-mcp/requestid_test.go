@@ -49,7 +49,7 @@ func rawServe(t *testing.T, ex executor) (send func(string), next func() rawAnsw
 	serverRead, clientWrite := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- serveWith(ctx, config.Default(), func(context.Context) (executor, error) { return ex, nil },
+		done <- serveWith(ctx, config.Default(), func(context.Context) (executor, error) { return ex, nil }, nil,
 			serverRead, serverWrite, slog.New(slog.DiscardHandler))
 	}()
 	answers, read := make(chan []byte), make(chan struct{})

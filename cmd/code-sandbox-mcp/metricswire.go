@@ -1,0 +1,180 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/metrics"
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// metricsGrace bounds how long the metrics listener lets a scrape in
+// flight finish at shutdown.
+const metricsGrace = 5 * time.Second
+
+// telemetry is the server's Prometheus metrics and where they are
+// served: GET /metrics beside /mcp, behind the same checks, or on a
+// listener of its own (--metrics-addr), over HTTP and stdio alike. A nil
+// *telemetry counts nothing and serves nothing.
+type telemetry struct {
+	m *metrics.Metrics
+	// addr is the listener of its own; empty: /metrics is beside /mcp.
+	addr     string
+	loopback bool
+	// tokens are asked of a scraper on addr; nil: none.
+	tokens  *httpauth.Tokens
+	origins []string
+	// lx is the executor the pool and session gauges read, once
+	// serveMCP has made it.
+	lx atomic.Pointer[lazyExecutor]
+}
+
+// newTelemetry makes the metrics of a server of cfg, and checks where
+// the flags (over [http]) say to serve them: a listener of its own beyond
+// loopback must ask for tokens, as --http must.
+func newTelemetry(f httpFlags, cfg *config.Config) (*telemetry, error) {
+	t := &telemetry{addr: cfg.HTTP.MetricsAddr, origins: cfg.HTTP.AllowedOrigins}
+	t.m = metrics.New(version, cfg.Names(), t.source)
+	if f.metricsAddr != "" {
+		t.addr = f.metricsAddr
+	}
+	if t.addr == "" {
+		return t, nil
+	}
+	if f.origins.set {
+		t.origins = f.origins.names
+	}
+	for _, o := range t.origins {
+		if _, err := httpauth.ParseOrigin(o); err != nil {
+			return nil, fmt.Errorf("--allowed-origins: %w", err)
+		}
+	}
+	path := cfg.HTTP.AuthTokens
+	if f.authTokens != "" {
+		path = f.authTokens
+	}
+	if path != "" {
+		tokens, err := httpauth.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		t.tokens = tokens
+	}
+	loopback, err := httpauth.LoopbackOnly(t.addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	t.loopback = loopback
+	if !loopback && t.tokens == nil {
+		return nil, fmt.Errorf("--metrics-addr %s listens beyond loopback without --auth-tokens, so anyone who reaches it could read what the server runs and for whom: give --auth-tokens FILE (with a token for the scraper: `code-sandbox-mcp token new prometheus --append FILE`), or listen on 127.0.0.1", t.addr)
+	}
+	return t, nil
+}
+
+// source is the executor of lx if there is one, for the gauges.
+func (t *telemetry) source() metrics.Source {
+	lx := t.lx.Load()
+	if lx == nil {
+		return nil
+	}
+	s, _ := lx.current().(metrics.Source)
+	return s
+}
+
+// hooks returns ec with its hooks also counted, whatever hooks it has.
+func (t *telemetry) hooks(ec exec.Config) exec.Config {
+	if t != nil {
+		ec.Hooks = t.m.Hooks(ec.Hooks)
+	}
+	return ec
+}
+
+// instrument returns lx's Run counted, and lets the gauges read lx's
+// executor.
+func (t *telemetry) instrument(lx *lazyExecutor) mcpserver.RunFunc {
+	if t == nil {
+		return lx.Run
+	}
+	t.lx.Store(lx)
+	return mcpserver.RunFunc(t.m.Run(lx.Run))
+}
+
+// authFailed counts a request Require refused, by its reason.
+func (t *telemetry) authFailed(reason string) {
+	if t == nil {
+		return
+	}
+	switch reason {
+	case httpauth.ReasonMissing:
+		t.m.AuthFailed(metrics.AuthMissing)
+	case httpauth.ReasonMalformed:
+		t.m.AuthFailed(metrics.AuthMalformed)
+	default:
+		t.m.AuthFailed(metrics.AuthInvalid)
+	}
+}
+
+// besideMCP returns the /metrics handler to serve beside /mcp, or nil if
+// /metrics has a listener of its own (or there are no metrics).
+func (t *telemetry) besideMCP() http.Handler {
+	if t == nil || t.addr != "" {
+		return nil
+	}
+	return t.m.Handler()
+}
+
+// serve starts the listener of its own, if there is one, and returns
+// what stops it: a scrape in flight may finish for up to metricsGrace.
+// Once listening it logs the address, so that a test (or a user who
+// asked for port 0) learns the port.
+func (t *telemetry) serve(logger *slog.Logger) (stop func(), err error) {
+	if t == nil || t.addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", t.addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	h := t.m.Handler()
+	if t.tokens != nil {
+		h = httpauth.Require(t.tokens, h, func(r *http.Request, reason string) {
+			logger.Warn("authentication failed", "reason", reason, "remote", r.RemoteAddr, "path", r.URL.Path)
+			t.authFailed(reason)
+		})
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", httpauth.CheckOrigin(t.origins, h))
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: readHeaderTimeout,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	if !t.loopback {
+		logger.Warn("serving metrics beyond loopback over plain HTTP: the scraper's token crosses the network in clear; put a TLS proxy in front, or listen on 127.0.0.1")
+	}
+	logger.Info("serving metrics", "listen", ln.Addr().String(), "path", "/metrics", "auth", t.tokens != nil)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			logger.Error("serving metrics stopped", "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), metricsGrace)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+		}
+		<-served
+	}, nil
+}
