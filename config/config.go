@@ -31,6 +31,7 @@ type Config struct {
 	Limits     LimitsTable              `toml:"limits"`
 	Sessions   Sessions                 `toml:"sessions"`
 	HTTP       HTTP                     `toml:"http"`
+	Audit      Audit                    `toml:"audit"`
 	Languages  map[string]LanguageTable `toml:"languages"`
 }
 
@@ -90,6 +91,17 @@ type HTTP struct {
 	// AllowedOrigins are the browser origins (scheme://host[:port]) that
 	// may call the server; a request with any other Origin is refused.
 	AllowedOrigins []string `toml:"allowed_origins"`
+}
+
+// Audit is the audit log of a serving server: what it ran, for whom,
+// and how it ended, one hash-chained JSON record per event.
+type Audit struct {
+	// Path is the log file, appended to; "-" is stderr and "" keeps no
+	// log.
+	Path string `toml:"path"`
+	// IncludeCode puts each run's code text in its records, not only its
+	// SHA-256 and size.
+	IncludeCode bool `toml:"include_code"`
 }
 
 // Pull policies.
@@ -324,8 +336,9 @@ func (c *Config) decode(data, name string) error {
 		Limits     *LimitsTable              `toml:"limits"`
 		Sessions   *Sessions                 `toml:"sessions"`
 		HTTP       *HTTP                     `toml:"http"`
+		Audit      *Audit                    `toml:"audit"`
 		Languages  map[string]toml.Primitive `toml:"languages"`
-	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.HTTP, nil}
+	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.HTTP, &c.Audit, nil}
 	md, err := toml.Decode(data, &f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -463,6 +476,9 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, validateLimits("limits", c.Limits)...)
 	errs = append(errs, validateSessions(c.Sessions)...)
+	if p := c.Audit.Path; strings.ContainsRune(p, 0) || strings.TrimSpace(p) != p || strings.HasSuffix(p, "/") {
+		bad("audit.path", "%q; want a file's path, \"-\" for stderr, or \"\" for no audit log", p)
+	}
 	if _, err := ParseUIDRange(c.Limits.UIDRange); err != nil {
 		bad("limits.uid_range", "%v", err)
 	}
