@@ -43,6 +43,8 @@ type httpSettings struct {
 	origins         []string
 	tlsCert, tlsKey string
 	loopback        bool
+	// authFailed, if set, is told of each request refused for its token.
+	authFailed func(r *http.Request, reason string)
 }
 
 // resolveHTTP applies the flags over cfg's [http] table, loads the token
@@ -105,6 +107,9 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 	if hs.tokens != nil {
 		h = httpauth.Require(hs.tokens, h, func(r *http.Request, reason string) {
 			logger.Warn("authentication failed", "reason", reason, "remote", r.RemoteAddr)
+			if hs.authFailed != nil {
+				hs.authFailed(r, reason)
+			}
 		})
 	}
 	h = httpauth.CheckOrigin(hs.origins, h)
@@ -129,7 +134,7 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 // is cancelled (SIGINT, SIGTERM). Then it stops accepting, lets the calls
 // in flight finish for up to httpGrace, cancels those left, and closes
 // the executor as stdio does.
-func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, logger *slog.Logger) error {
+func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, aud *auditor, logger *slog.Logger) error {
 	set, unset := passEnvNames(cfg, env)
 	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
 		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
@@ -137,9 +142,16 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
 	}
-	return serveMCP(ctx, cfg, connect(execConfig(cfg, env, logger), logger), principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+	if err := aud.start(cfg, env, "http", ln.Addr().String()); err != nil {
+		ln.Close()
+		return err
+	}
+	hs.authFailed = aud.authFailed
+	err = serveMCP(ctx, cfg, connect(aud.observe(execConfig(cfg, env, logger)), logger), principalOf, aud, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
 	})
+	aud.shutdown(ctx, err)
+	return err
 }
 
 // serveListener is serveHTTP's transport on the listener ln.

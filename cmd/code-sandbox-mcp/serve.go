@@ -181,19 +181,24 @@ const stdioWorkers = 100
 // (SIGINT, SIGTERM). In-flight runs are cancelled, which kills their
 // sandboxes, the connect started ahead is cancelled and waited for, and
 // the executor is closed before it returns.
-func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+func serve(ctx context.Context, cfg *config.Config, env lookupFunc, stdin io.Reader, stdout io.Writer, aud *auditor, logger *slog.Logger) error {
 	set, unset := passEnvNames(cfg, env)
 	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
 		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
-	return serveWith(ctx, cfg, connect(execConfig(cfg, env, logger), logger), stdin, stdout, logger)
+	if err := aud.start(cfg, env, "stdio", ""); err != nil {
+		return err
+	}
+	err := serveWith(ctx, cfg, connect(aud.observe(execConfig(cfg, env, logger)), logger), stdin, stdout, aud, logger)
+	aud.shutdown(ctx, err)
+	return err
 }
 
 // serveWith is serve with the executor made by newExecutor. Requests
 // whose id MCP does not allow are answered by screenIDs and never reach
 // mcp-go.
-func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer, aud *auditor, logger *slog.Logger) error {
 	// Principal is left nil: over stdio there is one client, "local".
-	return serveMCP(ctx, cfg, newExecutor, nil, logger, func(ctx context.Context, s *server.MCPServer, _ *lazyExecutor) error {
+	return serveMCP(ctx, cfg, newExecutor, nil, aud, logger, func(ctx context.Context, s *server.MCPServer, _ *lazyExecutor) error {
 		stdio := server.NewStdioServer(s)
 		stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
 		server.WithWorkerPoolSize(stdioWorkers)(stdio)
@@ -219,18 +224,19 @@ func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorF
 type transportFunc func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error
 
 // serveMCP builds the MCP server on the executor newExecutor makes, with
-// principal naming each call's client (nil: "local"), connects to
+// principal naming each call's client (nil: "local") and what it does
+// recorded in aud's audit log (nil: none), connects to
 // containerd ahead of the first call, and serves it with t. Once t
 // returns, the connect started ahead is cancelled and waited for, and the
 // executor is closed, which kills the runs still going and deletes every
 // sandbox.
-func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, principal func(context.Context) string, logger *slog.Logger, t transportFunc) error {
+func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, principal func(context.Context) string, aud *auditor, logger *slog.Logger, t transportFunc) error {
 	lx := &lazyExecutor{newExecutor: newExecutor, sessions: sessionConfig(cfg)}
 	s, err := mcpserver.New(ctx, mcpserver.Options{
 		Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
-		Sessions: lx, Principal: principal,
-	}, cfg.Enabled(), lx.Run)
+		Sessions: aud.wrapSessions(lx), Principal: principal,
+	}, cfg.Enabled(), aud.wrapRun(lx.Run, principal))
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)
 	}
