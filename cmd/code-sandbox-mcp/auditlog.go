@@ -179,7 +179,7 @@ func (a *auditor) write(event string, fields any) {
 type notRecordedError struct{ err error }
 
 func (e notRecordedError) Error() string {
-	return fmt.Sprintf("the server keeps an audit log and cannot write to it (%v), and it runs nothing it cannot record; nothing was run", e.err)
+	return fmt.Sprintf("the server keeps an audit log and cannot write to it (%v), and it runs nothing it cannot record; nothing was run, and nothing will be until the user frees or fixes the audit log's file", e.err)
 }
 
 func (e notRecordedError) Unwrap() error { return e.err }
