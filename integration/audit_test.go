@@ -285,7 +285,7 @@ func TestAuditStdio(t *testing.T) {
 	f := rOut.out.Files[0]
 	checkRun(0, outCode, map[string]any{
 		"outcome.exit_code": 0, "outcome.timed_out": false, "outcome.stdout_bytes": len(secret) + 1,
-		"files_out": fmt.Sprintf("[map[path:%s sha256:%s size:%d]]", f.Path, sha256hex("hello audit"), len("hello audit")),
+		"files_out":              fmt.Sprintf("[map[path:%s sha256:%s size:%d]]", f.Path, sha256hex("hello audit"), len("hello audit")),
 		"limits.timeout_seconds": 30,
 	})
 	if f.SHA256 != sha256hex("hello audit") {
@@ -320,7 +320,11 @@ func TestAuditStdio(t *testing.T) {
 	}
 
 	t.Run("tampering", func(t *testing.T) {
-		newLines := strings.Split(strings.TrimSuffix(string(must(os.ReadFile(log))), "\n"), "\n")
+		data, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newLines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
 		const k = 5 // a record in the middle of the new file, 1-based
 		if len(newLines) < k+3 {
 			t.Fatalf("the new file has %d records; want more than %d", len(newLines), k+2)
@@ -372,13 +376,6 @@ func TestAuditStdio(t *testing.T) {
 			t.Errorf("the new file alone: exit %d %q; want it to say it continues a chain", code, errOut)
 		}
 	})
-}
-
-func must[T any](v T, err error) T {
-	if err != nil {
-		panic(err)
-	}
-	return v
 }
 
 func TestAuditHTTP(t *testing.T) {
