@@ -67,7 +67,18 @@ type auditor struct {
 	logger      *slog.Logger
 	// transport is set by start: "stdio" or "http".
 	transport string
+
+	// running counts the runs between their two records; drained, if
+	// set, is closed when running falls to 0 (see shutdown).
+	mu      sync.Mutex
+	running int
+	drained chan struct{}
 }
+
+// shutdownDrain bounds how long shutdown waits for the runs in flight to
+// be recorded as ended: the executor is closed by then, so they end at
+// once unless something hangs.
+const shutdownDrain = 10 * time.Second
 
 // openAuditor opens cfg's audit log, or returns nil if there is none.
 func openAuditor(cfg *config.Config, logger *slog.Logger) (*auditor, error) {
@@ -130,6 +141,7 @@ func (a *auditor) shutdown(ctx context.Context, err error) {
 	if a == nil {
 		return
 	}
+	a.drain()
 	reason := "stdin closed: the client is gone"
 	switch {
 	case err != nil:
@@ -142,6 +154,42 @@ func (a *auditor) shutdown(ctx context.Context, err error) {
 	a.write(eventShutdown, struct {
 		Reason string `json:"reason"`
 	}{reason})
+}
+
+// drain waits, up to shutdownDrain, for the runs in flight to write
+// their run_ended: a transport may return before its handlers do (mcp-go's
+// stdio workers, an HTTP handler past the grace period).
+func (a *auditor) drain() {
+	a.mu.Lock()
+	if a.running == 0 {
+		a.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	a.drained = ch
+	n := a.running
+	a.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(shutdownDrain):
+		a.logger.Error("runs still in flight at shutdown; their run_ended may be missing from the audit log", "runs", n, "waited", shutdownDrain)
+	}
+}
+
+// begin and end bracket a run between its two records.
+func (a *auditor) begin() {
+	a.mu.Lock()
+	a.running++
+	a.mu.Unlock()
+}
+
+func (a *auditor) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running--; a.running == 0 && a.drained != nil {
+		close(a.drained)
+		a.drained = nil
+	}
 }
 
 // close closes the log.
@@ -288,6 +336,8 @@ func (a *auditor) wrapRun(run mcpserver.RunFunc, principal func(context.Context)
 			code := req.Code
 			started.Code.Text = &code
 		}
+		a.begin()
+		defer a.end()
 		if err := a.log.Write(eventRunStarted, started); err != nil {
 			a.logger.Error("the audit log cannot be written; refusing the run", "path", a.path, "err", err)
 			return nil, notRecordedError{err}

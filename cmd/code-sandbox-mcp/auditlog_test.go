@@ -491,3 +491,37 @@ func TestAuditLogFlag(t *testing.T) {
 		t.Errorf("a directory as --audit-log: %v; want an audit.path error", err)
 	}
 }
+
+// A run still going when the transport returns is recorded as ended
+// before shutdown.
+func TestAuditShutdownWaitsForRuns(t *testing.T) {
+	a, _, path := newTestAuditor(t, false)
+	release, running := make(chan struct{}), make(chan struct{})
+	run := a.wrapRun(func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		close(running)
+		<-release
+		return nil, context.Canceled
+	}, nil)
+	go run(t.Context(), exec.Request{Language: "python", Code: "1"})
+	<-running
+	done := make(chan struct{})
+	go func() {
+		a.shutdown(t.Context(), nil)
+		close(done)
+	}()
+	select {
+	case <-done:
+		t.Fatal("shutdown did not wait for the run in flight")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-done
+	recs, _ := records(t, path)
+	var events []string
+	for _, r := range recs {
+		events = append(events, r["event"].(string))
+	}
+	if got, want := strings.Join(events, " "), "run_started run_ended shutdown"; got != want {
+		t.Errorf("events %s; want %s", got, want)
+	}
+}
