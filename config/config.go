@@ -32,6 +32,7 @@ type Config struct {
 	Limits     LimitsTable              `toml:"limits"`
 	Sessions   Sessions                 `toml:"sessions"`
 	HTTP       HTTP                     `toml:"http"`
+	Audit      Audit                    `toml:"audit"`
 	Languages  map[string]LanguageTable `toml:"languages"`
 }
 
@@ -141,6 +142,17 @@ func (c *Config) ClientSessions() int {
 		return c.HTTP.PerClientSessions
 	}
 	return max(1, c.Sessions.MaxSessions/2)
+}
+
+// Audit is the audit log of a serving server: what it ran, for whom,
+// and how it ended, one hash-chained JSON record per event.
+type Audit struct {
+	// Path is the log file, appended to; "-" is stderr and "" keeps no
+	// log.
+	Path string `toml:"path"`
+	// IncludeCode puts each run's code text in its records, not only its
+	// SHA-256 and size.
+	IncludeCode bool `toml:"include_code"`
 }
 
 // Pull policies.
@@ -375,8 +387,9 @@ func (c *Config) decode(data, name string) error {
 		Limits     *LimitsTable              `toml:"limits"`
 		Sessions   *Sessions                 `toml:"sessions"`
 		HTTP       *HTTP                     `toml:"http"`
+		Audit      *Audit                    `toml:"audit"`
 		Languages  map[string]toml.Primitive `toml:"languages"`
-	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.HTTP, nil}
+	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.HTTP, &c.Audit, nil}
 	md, err := toml.Decode(data, &f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -515,6 +528,9 @@ func (c *Config) Validate() error {
 	errs = append(errs, validateLimits("limits", c.Limits)...)
 	errs = append(errs, validateSessions(c.Sessions)...)
 	errs = append(errs, c.validateHTTP()...)
+	if p := c.Audit.Path; strings.ContainsRune(p, 0) || strings.TrimSpace(p) != p || strings.HasSuffix(p, "/") {
+		bad("audit.path", "%q; want a file's path, \"-\" for stderr, or \"\" for no audit log", p)
+	}
 	if _, err := ParseUIDRange(c.Limits.UIDRange); err != nil {
 		bad("limits.uid_range", "%v", err)
 	}

@@ -465,3 +465,26 @@ func TestClientLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestAudit(t *testing.T) {
+	if a := Default().Audit; a != (Audit{}) {
+		t.Errorf("default [audit] = %+v; want no log and no code", a)
+	}
+	c, err := Parse("[audit]\npath = \"/var/log/csm/audit.log\"\ninclude_code = true\n", "t.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Audit{Path: "/var/log/csm/audit.log", IncludeCode: true}); c.Audit != want {
+		t.Errorf("[audit] = %+v; want %+v", c.Audit, want)
+	}
+	for _, p := range []string{"-", "audit.log", "/var/log/a.log"} {
+		if _, err := Parse(fmt.Sprintf("[audit]\npath = %q\n", p), "t.toml"); err != nil {
+			t.Errorf("path %q: %v", p, err)
+		}
+	}
+	for _, p := range []string{"/var/log/", " a.log", "a\x00b"} {
+		if _, err := Parse(fmt.Sprintf("[audit]\npath = %q\n", p), "t.toml"); err == nil || !strings.Contains(err.Error(), "audit.path") {
+			t.Errorf("path %q: got %v; want an audit.path error", p, err)
+		}
+	}
+}

@@ -56,6 +56,11 @@ global flags (before the subcommand; run and doctor accept them after it too):
   --pass-through-env A,B    host variables every run gets (only these; unset ones are skipped)
   --log-level LEVEL         debug, info, warn or error (default info); logs go to stderr
 
+serve flags (stdio and --http; before any subcommand):
+  --audit-log FILE          append an audit log of runs, sessions and failed authentications
+                            to FILE, hash-chained JSON Lines ("-": stderr; config [audit] path);
+                            SIGHUP reopens FILE instead of stopping the server
+
 HTTP flags (before any subcommand):
   --http ADDR               serve streamable HTTP on ADDR (HOST:PORT) instead of stdio
   --auth-tokens FILE        token file, "NAME SHA256HEX" a line (config [http] auth_tokens);
@@ -86,8 +91,10 @@ type globals struct {
 	namespace  string
 	passEnv    namesFlag
 	logLevel   string
-	// http is set before the subcommand only: it is for serving.
-	http httpFlags
+	// http and auditLog are set before the subcommand only: they are for
+	// serving.
+	http     httpFlags
+	auditLog string
 }
 
 // register adds the global flags to fs, bound to g.
@@ -131,6 +138,7 @@ func newGlobalFlagSet(g *globals, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&g.http.tlsCert, "tls-cert", "", "TLS certificate `file` for --http")
 	fs.StringVar(&g.http.tlsKey, "tls-key", "", "TLS key `file` for --http")
 	fs.StringVar(&g.http.metricsAddr, "metrics-addr", "", "serve /metrics on `addr` (HOST:PORT)")
+	fs.StringVar(&g.auditLog, "audit-log", "", "audit log `file` (\"-\": stderr)")
 	return fs
 }
 
@@ -169,14 +177,16 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 	}
 
 	// A shutdown is a signal (SIGINT, SIGTERM, or SIGHUP: the terminal or
-	// the client went away) or a broken stdout or stderr (the client died
-	// and its pipes with it). Either way the server kills its programs and
-	// deletes its sandboxes before it exits, and logs nothing to a dead
-	// pipe.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	// the client went away; but with an audit log SIGHUP reopens it) or a
+	// broken stdout or stderr (the client died and its pipes with it).
+	// Either way the server kills its programs and deletes its sandboxes
+	// before it exits, and logs nothing to a dead pipe.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx, shutdown := context.WithCancelCause(ctx)
 	defer shutdown(nil)
+	hup := onHangup(func() { shutdown(errHangup) })
+	defer hup.stop()
 	stdout = &brokenPipe{w: stdout, gone: func() { shutdown(errors.New("stdout is closed: the client is gone")) }}
 	stderr = &brokenPipe{w: stderr, gone: func() { shutdown(errors.New("stderr is closed: the client is gone")) }}
 
@@ -214,20 +224,30 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 			log.Error("configuration", "err", err)
 			return exitUsage
 		}
+		var hs httpSettings
 		if g.http.addr != "" {
-			hs, err := resolveHTTP(g.http, cfg)
-			if err != nil {
+			if hs, err = resolveHTTP(g.http, cfg); err != nil {
 				log.Error("configuration", "err", err)
 				return exitUsage
 			}
 			hs.tel = tel
-			if err := serveHTTP(ctx, cfg, env, hs, log); err != nil {
+		}
+		aud, err := openAuditor(cfg, log)
+		if err != nil {
+			log.Error("audit log", "err", err)
+			return exitFailure
+		}
+		hup.claim(aud)
+		defer aud.close()
+		defer hup.claim(nil)
+		if g.http.addr != "" {
+			if err := serveHTTP(ctx, cfg, env, hs, aud, log); err != nil {
 				log.Error("server stopped", "err", err)
 				return exitFailure
 			}
 			return exitOK
 		}
-		if err := serve(ctx, cfg, env, tel, stdin, stdout, log); err != nil {
+		if err := serve(ctx, cfg, env, tel, stdin, stdout, aud, log); err != nil {
 			log.Error("server stopped", "err", err)
 			return exitFailure
 		}
@@ -321,6 +341,9 @@ func loadConfig(g globals, env lookupFunc) (*config.Config, error) {
 	}
 	if g.passEnv.set {
 		cfg.Sandbox.PassThroughEnv = g.passEnv.names
+	}
+	if g.auditLog != "" {
+		cfg.Audit.Path = g.auditLog
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("configuration after flags and environment: %w", err)

@@ -48,6 +48,8 @@ type httpSettings struct {
 	loopback        bool
 	// tel are the server's metrics; nil: none.
 	tel *telemetry
+	// authFailed, if set, is told of each request refused for its token.
+	authFailed func(r *http.Request, reason string)
 }
 
 // resolveHTTP applies the flags over cfg's [http] table, loads the token
@@ -112,6 +114,9 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 			h = httpauth.Require(hs.tokens, h, func(r *http.Request, reason string) {
 				logger.Warn("authentication failed", "reason", reason, "remote", r.RemoteAddr)
 				hs.tel.authFailed(reason)
+				if hs.authFailed != nil {
+					hs.authFailed(r, reason)
+				}
 			})
 		}
 		return httpauth.CheckOrigin(hs.origins, h)
@@ -141,7 +146,7 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 // Then it stops accepting, lets the calls
 // in flight finish for up to httpGrace, cancels those left, and closes
 // the executor as stdio does.
-func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, logger *slog.Logger) error {
+func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, aud *auditor, logger *slog.Logger) error {
 	set, unset := passEnvNames(cfg, env)
 	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
 		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
@@ -152,14 +157,20 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	// Closed by the server's Shutdown once serving; this closes it if
 	// serving never began (the metrics listener failed, say).
 	defer ln.Close()
+	if err := aud.start(cfg, env, "http", ln.Addr().String()); err != nil {
+		return err
+	}
+	hs.authFailed = aud.authFailed
 	cl := clientLimits(cfg)
-	ec := hs.tel.hooks(execConfig(cfg, env, logger))
+	ec := aud.observe(hs.tel.hooks(execConfig(cfg, env, logger)))
 	ec.Sessions.MaxPerOwner = cfg.ClientSessions()
 	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst,
 		"per_client_sessions", ec.Sessions.MaxPerOwner)
-	return serveMCP(ctx, cfg, connect(ec, logger), hs.tel, principalOf, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+	err = serveMCP(ctx, cfg, connect(ec, logger), hs.tel, principalOf, aud, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
 	}, server.WithToolHandlerMiddleware(clientlimit.New(cl).Middleware))
+	aud.shutdown(ctx, err)
+	return err
 }
 
 // clientLimits are what [http] allows each client, as principalOf names

@@ -67,7 +67,7 @@ func TestNewTelemetry(t *testing.T) {
 
 // get sends GET path to h with token (none if empty) and returns the
 // status and body.
-func get(t *testing.T, h http.Handler, path, token string) (int, string) {
+func getPath(t *testing.T, h http.Handler, path, token string) (int, string) {
 	t.Helper()
 	req := httptest.NewRequest("GET", path, nil)
 	if token != "" {
@@ -93,16 +93,16 @@ func TestMetricsBesideMCP(t *testing.T) {
 	mcp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "mcp") })
 	h := httpHandler(mcp, hs, func(context.Context) error { return nil }, slog.New(slog.DiscardHandler))
 
-	if code, _ := get(t, h, "/metrics", ""); code != http.StatusUnauthorized {
+	if code, _ := getPath(t, h, "/metrics", ""); code != http.StatusUnauthorized {
 		t.Errorf("GET /metrics without a token: %d; want 401", code)
 	}
-	if code, _ := get(t, h, "/metrics", "wrong"); code != http.StatusUnauthorized {
+	if code, _ := getPath(t, h, "/metrics", "wrong"); code != http.StatusUnauthorized {
 		t.Errorf("GET /metrics with a wrong token: %d; want 401", code)
 	}
-	if code, _ := get(t, h, "/mcp", ""); code != http.StatusUnauthorized {
+	if code, _ := getPath(t, h, "/mcp", ""); code != http.StatusUnauthorized {
 		t.Errorf("GET /mcp without a token: %d; want 401", code)
 	}
-	code, body := get(t, h, "/metrics", token)
+	code, body := getPath(t, h, "/metrics", token)
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics with the token: %d %q; want 200", code, body)
 	}
@@ -133,7 +133,7 @@ func TestMetricsNotBesideMCPWithTheirOwnListener(t *testing.T) {
 	}
 	hs := httpSettings{loopback: true, tel: tel}
 	h := httpHandler(http.NotFoundHandler(), hs, func(context.Context) error { return nil }, slog.New(slog.DiscardHandler))
-	if code, body := get(t, h, "/metrics", ""); code != http.StatusNotFound {
+	if code, body := getPath(t, h, "/metrics", ""); code != http.StatusNotFound {
 		t.Errorf("GET /metrics beside /mcp with --metrics-addr: %d %q; want 404", code, body)
 	}
 }

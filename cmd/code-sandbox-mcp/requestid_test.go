@@ -50,7 +50,7 @@ func rawServe(t *testing.T, ex executor) (send func(string), next func() rawAnsw
 	done := make(chan error, 1)
 	go func() {
 		done <- serveWith(ctx, config.Default(), func(context.Context) (executor, error) { return ex, nil }, nil,
-			serverRead, serverWrite, slog.New(slog.DiscardHandler))
+			serverRead, serverWrite, nil, slog.New(slog.DiscardHandler))
 	}()
 	answers, read := make(chan []byte), make(chan struct{})
 	go func() {

@@ -181,19 +181,25 @@ const stdioWorkers = 100
 // (SIGINT, SIGTERM). In-flight runs are cancelled, which kills their
 // sandboxes, the connect started ahead is cancelled and waited for, and
 // the executor is closed before it returns.
-func serve(ctx context.Context, cfg *config.Config, env lookupFunc, tel *telemetry, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+func serve(ctx context.Context, cfg *config.Config, env lookupFunc, tel *telemetry, stdin io.Reader, stdout io.Writer, aud *auditor, logger *slog.Logger) error {
 	set, unset := passEnvNames(cfg, env)
 	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
 		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
-	return serveWith(ctx, cfg, connect(tel.hooks(execConfig(cfg, env, logger)), logger), tel, stdin, stdout, logger)
+	if err := aud.start(cfg, env, "stdio", ""); err != nil {
+		return err
+	}
+	err := serveWith(ctx, cfg, connect(aud.observe(tel.hooks(execConfig(cfg, env, logger))), logger), tel, stdin, stdout, aud, logger)
+	aud.shutdown(ctx, err)
+	return err
 }
 
 // serveWith is serve with the executor made by newExecutor, its runs
-// counted by tel (nil: not counted). Requests whose id MCP does not allow
-// are answered by screenIDs and never reach mcp-go.
-func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, stdin io.Reader, stdout io.Writer, logger *slog.Logger) error {
+// counted by tel (nil: not counted) and recorded in aud's audit log (nil:
+// none). Requests whose id MCP does not allow are answered by screenIDs
+// and never reach mcp-go.
+func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, stdin io.Reader, stdout io.Writer, aud *auditor, logger *slog.Logger) error {
 	// Principal is left nil: over stdio there is one client, "local".
-	return serveMCP(ctx, cfg, newExecutor, tel, nil, logger, func(ctx context.Context, s *server.MCPServer, _ *lazyExecutor) error {
+	return serveMCP(ctx, cfg, newExecutor, tel, nil, aud, logger, func(ctx context.Context, s *server.MCPServer, _ *lazyExecutor) error {
 		stdio := server.NewStdioServer(s)
 		stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
 		server.WithWorkerPoolSize(stdioWorkers)(stdio)
@@ -221,11 +227,12 @@ type transportFunc func(ctx context.Context, s *server.MCPServer, lx *lazyExecut
 // serveMCP builds the MCP server on the executor newExecutor makes, with
 // principal naming each call's client (nil: "local"), its runs counted by
 // tel, which serves its metrics on a listener of its own if it has one,
-// and the transport's own server options opts; connects to containerd
-// ahead of the first call, and serves it with t. Once t returns, the
-// connect started ahead is cancelled and waited for, and the executor is
-// closed, which kills the runs still going and deletes every sandbox.
-func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, principal func(context.Context) string, logger *slog.Logger, t transportFunc, opts ...server.ServerOption) error {
+// what it does recorded in aud's audit log (nil: none), and the
+// transport's own server options opts; connects to containerd ahead of
+// the first call, and serves it with t. Once t returns, the connect
+// started ahead is cancelled and waited for, and the executor is closed,
+// which kills the runs still going and deletes every sandbox.
+func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, principal func(context.Context) string, aud *auditor, logger *slog.Logger, t transportFunc, opts ...server.ServerOption) error {
 	stopMetrics, err := tel.serve(logger)
 	if err != nil {
 		return err
@@ -235,8 +242,8 @@ func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFu
 	s, err := mcpserver.New(ctx, mcpserver.Options{
 		Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
-		Sessions: lx, Principal: principal,
-	}, cfg.Enabled(), tel.instrument(lx), opts...)
+		Sessions: aud.wrapSessions(lx), Principal: principal,
+	}, cfg.Enabled(), aud.wrapRun(tel.instrument(lx), principal), opts...)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)
 	}

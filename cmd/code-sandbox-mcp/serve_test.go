@@ -193,7 +193,7 @@ func TestServeStopsTheWarmUp(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- serveWith(t.Context(), config.Default(), newExecutor, nil, in, io.Discard, slog.New(slog.DiscardHandler))
+		done <- serveWith(t.Context(), config.Default(), newExecutor, nil, in, io.Discard, nil, slog.New(slog.DiscardHandler))
 	}()
 	select {
 	case err := <-done:
@@ -257,7 +257,7 @@ func TestServeNamesTheImportCommand(t *testing.T) {
 	serverRead, clientWrite := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- serveWith(t.Context(), cfg, newExecutor, nil, serverRead, serverWrite, slog.New(slog.DiscardHandler))
+		done <- serveWith(t.Context(), cfg, newExecutor, nil, serverRead, serverWrite, nil, slog.New(slog.DiscardHandler))
 		serverWrite.Close()
 	}()
 	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))

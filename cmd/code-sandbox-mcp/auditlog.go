@@ -1,0 +1,562 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/audit"
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// The events of the server's audit log, and the fields of each, after the
+// time, event and prev that package audit puts first:
+//
+//	start            version, pid, transport ("stdio", "http"), listen (http),
+//	                 namespace, languages, pass_through_env (the names set),
+//	                 pass_through_env_unset, include_code
+//	run_started      run_id, principal, tool, language, image, session,
+//	                 code {sha256, size, text (with include_code)},
+//	                 files_in [{path, sha256, size}], limits {...}
+//	run_ended        the fields of run_started (code without its text),
+//	                 then image_digest, execution_count and session_ended
+//	                 (in a session), files_out, and outcome: {exit_code,
+//	                 signal, timed_out, oom_killed, duration_ms, ...} if the
+//	                 program ran, {error} if it could not
+//	session_created  principal, language, session, idle_timeout_seconds,
+//	                 max_lifetime_seconds; or principal, language, error
+//	session_closed   principal, session, was_open (a close_session call)
+//	session_ended    principal, language, session, why, execution_count
+//	auth_failed      remote, reason (never the token)
+//	rotated          (by package audit, first in a file after SIGHUP)
+//	shutdown         reason
+//
+// A run_started and its run_ended share their run_id. Values of
+// pass-through variables are never written, only their names.
+const (
+	eventStart          = "start"
+	eventRunStarted     = "run_started"
+	eventRunEnded       = "run_ended"
+	eventSessionCreated = "session_created"
+	eventSessionClosed  = "session_closed"
+	eventSessionEnded   = "session_ended"
+	eventAuthFailed     = "auth_failed"
+	eventShutdown       = "shutdown"
+)
+
+// auditor writes the audit log of a serving server ([audit] path,
+// --audit-log). A nil *auditor keeps none: its methods do nothing and its
+// wrappers return what they wrap.
+type auditor struct {
+	log         *audit.Log
+	path        string
+	includeCode bool
+	langs       map[string]config.Language
+	logger      *slog.Logger
+	// transport is set by start: "stdio" or "http".
+	transport string
+
+	// running counts the runs between their two records; drained, if
+	// set, is closed when running falls to 0 (see shutdown).
+	mu      sync.Mutex
+	running int
+	drained chan struct{}
+}
+
+// shutdownDrain bounds how long shutdown waits for the runs in flight to
+// be recorded as ended: the executor is closed by then, so they end at
+// once unless something hangs.
+const shutdownDrain = 10 * time.Second
+
+// openAuditor opens cfg's audit log, or returns nil if there is none.
+func openAuditor(cfg *config.Config, logger *slog.Logger) (*auditor, error) {
+	if cfg.Audit.Path == "" {
+		return nil, nil
+	}
+	l, err := audit.Open(cfg.Audit.Path)
+	if err != nil {
+		return nil, err
+	}
+	a := &auditor{log: l, path: cfg.Audit.Path, includeCode: cfg.Audit.IncludeCode,
+		langs: map[string]config.Language{}, logger: logger}
+	for _, lang := range cfg.Enabled() {
+		a.langs[lang.Name] = lang
+	}
+	return a, nil
+}
+
+// startRecord is the start event's fields.
+type startRecord struct {
+	Version             string   `json:"version"`
+	PID                 int      `json:"pid"`
+	Transport           string   `json:"transport"`
+	Listen              string   `json:"listen,omitempty"`
+	Namespace           string   `json:"namespace"`
+	Languages           []string `json:"languages"`
+	PassThroughEnv      []string `json:"pass_through_env"`
+	PassThroughEnvUnset []string `json:"pass_through_env_unset,omitempty"`
+	IncludeCode         bool     `json:"include_code"`
+}
+
+// start records the start-up of the server on transport, listening on
+// listen (HTTP). An error means the server must not serve: it could not
+// record what it does.
+func (a *auditor) start(cfg *config.Config, env lookupFunc, transport, listen string) error {
+	if a == nil {
+		return nil
+	}
+	a.transport = transport
+	set, unset := passEnvNames(cfg, env)
+	if set == nil {
+		set = []string{}
+	}
+	err := a.log.Write(eventStart, startRecord{
+		Version: version, PID: os.Getpid(), Transport: transport, Listen: listen,
+		Namespace: cfg.Containerd.Namespace, Languages: cfg.Names(),
+		PassThroughEnv: set, PassThroughEnvUnset: unset, IncludeCode: a.includeCode,
+	})
+	if err != nil {
+		return fmt.Errorf("the audit log %s cannot be written, so the server does not start: %w", a.path, err)
+	}
+	a.logger.Info("audit log", "path", a.path, "include_code", a.includeCode)
+	return nil
+}
+
+// shutdown records the end of serving, which err (or ctx's cause) ended;
+// call it once the executor is closed, so that the sessions it ended come
+// before.
+func (a *auditor) shutdown(ctx context.Context, err error) {
+	if a == nil {
+		return
+	}
+	a.drain()
+	reason := "stdin closed: the client is gone"
+	switch {
+	case err != nil:
+		reason = err.Error()
+	case ctx.Err() != nil:
+		reason = context.Cause(ctx).Error()
+	case a.transport != "stdio":
+		reason = "the server stopped"
+	}
+	a.write(eventShutdown, struct {
+		Reason string `json:"reason"`
+	}{reason})
+}
+
+// drain waits, up to shutdownDrain, for the runs in flight to write
+// their run_ended: a transport may return before its handlers do (mcp-go's
+// stdio workers, an HTTP handler past the grace period).
+func (a *auditor) drain() {
+	a.mu.Lock()
+	if a.running == 0 {
+		a.mu.Unlock()
+		return
+	}
+	ch := make(chan struct{})
+	a.drained = ch
+	n := a.running
+	a.mu.Unlock()
+	select {
+	case <-ch:
+	case <-time.After(shutdownDrain):
+		a.logger.Error("runs still in flight at shutdown; their run_ended may be missing from the audit log", "runs", n, "waited", shutdownDrain)
+	}
+}
+
+// begin and end bracket a run between its two records.
+func (a *auditor) begin() {
+	a.mu.Lock()
+	a.running++
+	a.mu.Unlock()
+}
+
+func (a *auditor) end() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running--; a.running == 0 && a.drained != nil {
+		close(a.drained)
+		a.drained = nil
+	}
+}
+
+// close closes the log.
+func (a *auditor) close() {
+	if a == nil {
+		return
+	}
+	if err := a.log.Close(); err != nil {
+		a.logger.Error("closing the audit log", "path", a.path, "err", err)
+	}
+}
+
+// rotate reopens the log's path (SIGHUP), continuing the chain in a new
+// file if the old one was moved away.
+func (a *auditor) rotate() {
+	if err := a.log.Rotate(); err != nil {
+		a.logger.Error("rotating the audit log", "path", a.path, "err", err)
+		return
+	}
+	a.logger.Info("audit log reopened (SIGHUP)", "path", a.path, "last", a.log.Last())
+}
+
+// write writes a record whose loss cannot undo what it records (the run
+// or session has ended, a request was refused): a failure is logged at
+// error level, for the operator, and the caller goes on.
+func (a *auditor) write(event string, fields any) {
+	if err := a.log.Write(event, fields); err != nil {
+		a.logger.Error("the audit log cannot be written; this event is not recorded", "event", event, "path", a.path, "err", err)
+	}
+}
+
+// notRecordedError refuses a call whose record cannot be written. It is
+// errdefs' Unavailable, which the MCP layer reports as a problem of the
+// server's set-up that retrying will not fix until it is fixed.
+type notRecordedError struct{ err error }
+
+func (e notRecordedError) Error() string {
+	return fmt.Sprintf("the server keeps an audit log and cannot write to it (%v), and it runs nothing it cannot record; nothing was run, and nothing will be until the user frees or fixes the audit log's file", e.err)
+}
+
+func (e notRecordedError) Unwrap() error { return e.err }
+
+// Unavailable marks the error as errdefs.ErrUnavailable.
+func (notRecordedError) Unavailable() {}
+
+// digest is a file's or the code's hash and size; Text is the code itself
+// with include_code.
+type digest struct {
+	Path   string  `json:"path,omitempty"`
+	SHA256 string  `json:"sha256"`
+	Size   int     `json:"size"`
+	Text   *string `json:"text,omitempty"`
+}
+
+func digestOf(path string, data []byte) digest {
+	sum := sha256.Sum256(data)
+	return digest{Path: path, SHA256: hex.EncodeToString(sum[:]), Size: len(data)}
+}
+
+// digests are files' digests, never nil, so that none is written [].
+func digests(files []exec.File) []digest {
+	d := make([]digest, 0, len(files))
+	for _, f := range files {
+		d = append(d, digestOf(f.Path, f.Data))
+	}
+	return d
+}
+
+// runLimits are the limits a run was given.
+type runLimits struct {
+	TimeoutSeconds float64 `json:"timeout_seconds"`
+	MemoryBytes    int64   `json:"memory_bytes"`
+	CPUs           float64 `json:"cpus"`
+	Pids           int64   `json:"pids"`
+	FileBytes      int64   `json:"file_bytes"`
+	OpenFiles      uint64  `json:"open_files"`
+	OutputBytes    int64   `json:"output_bytes"`
+	WorkspaceBytes int64   `json:"workspace_bytes"`
+	FilesInBytes   int64   `json:"files_in_bytes"`
+	FilesOutBytes  int64   `json:"files_out_bytes"`
+	MaxFilesOut    int     `json:"max_files_out"`
+}
+
+// runFields are what run_started and run_ended both say of a run.
+type runFields struct {
+	RunID     string    `json:"run_id"`
+	Principal string    `json:"principal"`
+	Tool      string    `json:"tool"`
+	Language  string    `json:"language"`
+	Image     string    `json:"image"`
+	Session   string    `json:"session,omitempty"`
+	Code      digest    `json:"code"`
+	FilesIn   []digest  `json:"files_in"`
+	Limits    runLimits `json:"limits"`
+}
+
+// runOutcome is how a program that ran ended.
+type runOutcome struct {
+	ExitCode             int    `json:"exit_code"`
+	Signal               string `json:"signal,omitempty"`
+	TimedOut             bool   `json:"timed_out"`
+	OOMKilled            bool   `json:"oom_killed"`
+	DurationMs           int64  `json:"duration_ms"`
+	StdoutBytes          int64  `json:"stdout_bytes"`
+	StderrBytes          int64  `json:"stderr_bytes"`
+	StdoutTruncatedBytes int64  `json:"stdout_truncated_bytes"`
+	StderrTruncatedBytes int64  `json:"stderr_truncated_bytes"`
+	FilesDropped         int    `json:"files_dropped"`
+}
+
+// runError is the outcome of a run that could not run (or whose call was
+// cancelled before it ended).
+type runError struct {
+	Error      string `json:"error"`
+	DurationMs int64  `json:"duration_ms"`
+}
+
+// runEnded is run_ended's fields.
+type runEnded struct {
+	runFields
+	ImageDigest    string   `json:"image_digest"`
+	ExecutionCount int      `json:"execution_count,omitempty"`
+	SessionEnded   string   `json:"session_ended,omitempty"`
+	FilesOut       []digest `json:"files_out"`
+	Outcome        any      `json:"outcome"`
+}
+
+// wrapRun returns run, recording each run before it starts and after it
+// ends; principal names the caller (nil: "local").
+//
+// A run whose run_started cannot be written is refused: the server runs
+// nothing it cannot record (fail closed). A run_ended that cannot be
+// written is logged at error level and the result is returned all the
+// same: the program has run, withholding its result would not undo that,
+// and its run_started, on disk, shows it did.
+func (a *auditor) wrapRun(run mcpserver.RunFunc, principal func(context.Context) string) mcpserver.RunFunc {
+	if a == nil {
+		return run
+	}
+	return func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		f := a.runFields(principalName(ctx, principal), req)
+		started := f
+		if a.includeCode {
+			code := req.Code
+			started.Code.Text = &code
+		}
+		a.begin()
+		defer a.end()
+		if err := a.log.Write(eventRunStarted, started); err != nil {
+			a.logger.Error("the audit log cannot be written; refusing the run", "path", a.path, "err", err)
+			return nil, notRecordedError{err}
+		}
+		begun := time.Now()
+		res, err := run(ctx, req)
+		a.write(eventRunEnded, ended(f, res, err, time.Since(begun)))
+		return res, err
+	}
+}
+
+// runFields describes req, which principal asked for.
+func (a *auditor) runFields(principal string, req exec.Request) runFields {
+	lang := a.langs[req.Language]
+	lim := lang.Limits
+	timeout := lim.Timeout
+	if req.Timeout > 0 {
+		timeout = req.Timeout
+	}
+	return runFields{
+		RunID: newRunID(), Principal: principal, Tool: lang.Tool, Language: req.Language, Image: lang.Image,
+		Session: req.Session, Code: digestOf("", []byte(req.Code)), FilesIn: digests(req.Files),
+		Limits: runLimits{
+			TimeoutSeconds: timeout.Seconds(), MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
+			FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles, OutputBytes: lim.OutputBytes,
+			WorkspaceBytes: lim.WorkspaceBytes, FilesInBytes: lim.FilesInBytes,
+			FilesOutBytes: lim.FilesOutBytes, MaxFilesOut: lim.MaxFilesOut,
+		},
+	}
+}
+
+// ended is run_ended of the run f, which returned res and err after d.
+func ended(f runFields, res *exec.Result, err error, d time.Duration) runEnded {
+	e := runEnded{runFields: f, FilesOut: []digest{}}
+	if err != nil || res == nil {
+		msg := "no result"
+		if err != nil {
+			msg = err.Error()
+		}
+		e.Outcome = runError{Error: msg, DurationMs: d.Milliseconds()}
+		return e
+	}
+	if res.Image != "" {
+		e.Image = res.Image
+	}
+	e.ImageDigest = res.ImageDigest
+	if s := res.Session; s != nil {
+		e.ExecutionCount, e.SessionEnded = s.ExecutionCount, s.Ended
+	}
+	e.FilesOut = digests(res.Files)
+	e.Outcome = runOutcome{
+		ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
+		DurationMs:  res.Duration.Milliseconds(),
+		StdoutBytes: int64(len(res.Stdout)) + res.StdoutDropped, StderrBytes: int64(len(res.Stderr)) + res.StderrDropped,
+		StdoutTruncatedBytes: res.StdoutDropped, StderrTruncatedBytes: res.StderrDropped,
+		FilesDropped: res.FilesDropped,
+	}
+	return e
+}
+
+// principalName is principal(ctx), or "local" if principal is nil.
+func principalName(ctx context.Context, principal func(context.Context) string) string {
+	if principal == nil {
+		return "local"
+	}
+	return principal(ctx)
+}
+
+// newRunID returns 16 random hex digits that pair a run's two records.
+func newRunID() string {
+	var b [8]byte
+	rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
+}
+
+// auditedSessions is a session manager whose creations and closes are
+// recorded.
+type auditedSessions struct {
+	mcpserver.SessionManager
+	a *auditor
+}
+
+// wrapSessions returns m, recording the sessions created and closed
+// through it.
+func (a *auditor) wrapSessions(m mcpserver.SessionManager) mcpserver.SessionManager {
+	if a == nil {
+		return m
+	}
+	return auditedSessions{SessionManager: m, a: a}
+}
+
+// sessionCreated is session_created's fields.
+type sessionCreated struct {
+	Principal          string `json:"principal"`
+	Language           string `json:"language"`
+	Session            string `json:"session,omitempty"`
+	IdleTimeoutSeconds int64  `json:"idle_timeout_seconds,omitempty"`
+	MaxLifetimeSeconds int64  `json:"max_lifetime_seconds,omitempty"`
+	Error              string `json:"error,omitempty"`
+}
+
+// CreateSession creates the session, then records it. A session whose
+// record cannot be written is closed again and refused, as a run is.
+func (s auditedSessions) CreateSession(ctx context.Context, owner, language string, idle time.Duration) (exec.SessionInfo, error) {
+	info, err := s.SessionManager.CreateSession(ctx, owner, language, idle)
+	rec := sessionCreated{Principal: owner, Language: language}
+	if err != nil {
+		rec.Error = err.Error()
+		s.a.write(eventSessionCreated, rec)
+		return info, err
+	}
+	rec.Session = info.ID
+	rec.IdleTimeoutSeconds, rec.MaxLifetimeSeconds = int64(info.IdleTimeout/time.Second), int64(info.MaxLifetime/time.Second)
+	if werr := s.a.log.Write(eventSessionCreated, rec); werr != nil {
+		s.a.logger.Error("the audit log cannot be written; closing the new session", "session", info.ID, "path", s.a.path, "err", werr)
+		s.SessionManager.CloseSession(owner, info.ID)
+		return exec.SessionInfo{}, notRecordedError{werr}
+	}
+	return info, nil
+}
+
+// CloseSession closes the session and records the call.
+func (s auditedSessions) CloseSession(owner, id string) bool {
+	open := s.SessionManager.CloseSession(owner, id)
+	s.a.write(eventSessionClosed, struct {
+		Principal string `json:"principal"`
+		Session   string `json:"session"`
+		WasOpen   bool   `json:"was_open"`
+	}{owner, id, open})
+	return open
+}
+
+// observe returns ec with a SessionEnded hook (after any it has) that
+// records each session's end, however it ended.
+func (a *auditor) observe(ec exec.Config) exec.Config {
+	if a == nil {
+		return ec
+	}
+	prev := ec.Hooks.SessionEnded
+	ec.Hooks.SessionEnded = func(info exec.SessionInfo, why string) {
+		if prev != nil {
+			prev(info, why)
+		}
+		a.write(eventSessionEnded, struct {
+			Principal      string `json:"principal"`
+			Language       string `json:"language"`
+			Session        string `json:"session"`
+			Why            string `json:"why"`
+			ExecutionCount int    `json:"execution_count"`
+		}{info.Owner, info.Language, info.ID, why, info.ExecutionCount})
+	}
+	return ec
+}
+
+// authFailed records a request refused for its token; reason is one of
+// httpauth's fixed few, which never hold the token.
+func (a *auditor) authFailed(r *http.Request, reason string) {
+	if a == nil {
+		return
+	}
+	a.write(eventAuthFailed, struct {
+		Remote string `json:"remote"`
+		Reason string `json:"reason"`
+	}{r.RemoteAddr, reason})
+}
+
+// errHangup is the shutdown cause of a SIGHUP without an audit log, as
+// signal.NotifyContext would give it.
+var errHangup = errors.New(syscall.SIGHUP.String() + " signal received")
+
+// hangup handles SIGHUP. Until an audit log claims it, SIGHUP shuts the
+// program down as SIGINT and SIGTERM do (the terminal or the client went
+// away); once claimed, each SIGHUP reopens the audit log instead, as
+// logrotate expects of a daemon, and the server goes on serving.
+type hangup struct {
+	ch   chan os.Signal
+	done chan struct{}
+
+	mu     sync.Mutex
+	rotate func()
+}
+
+// onHangup starts handling SIGHUP with shutdown.
+func onHangup(shutdown func()) *hangup {
+	h := &hangup{ch: make(chan os.Signal, 1), done: make(chan struct{})}
+	signal.Notify(h.ch, syscall.SIGHUP)
+	go func() {
+		for {
+			select {
+			case <-h.ch:
+				h.mu.Lock()
+				rotate := h.rotate
+				h.mu.Unlock()
+				if rotate == nil {
+					shutdown()
+				} else {
+					rotate()
+				}
+			case <-h.done:
+				return
+			}
+		}
+	}()
+	return h
+}
+
+// claim makes SIGHUP rotate a's log, if there is one; claim(nil) gives
+// SIGHUP back to shutting down.
+func (h *hangup) claim(a *auditor) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rotate = nil
+	if a != nil {
+		h.rotate = a.rotate
+	}
+}
+
+// stop stops handling SIGHUP.
+func (h *hangup) stop() {
+	signal.Stop(h.ch)
+	close(h.done)
+}
