@@ -221,13 +221,18 @@ func (a *auditor) write(event string, fields any) {
 	}
 }
 
-// notRecordedError refuses a call whose record cannot be written. It is
-// errdefs' Unavailable, which the MCP layer reports as a problem of the
-// server's set-up that retrying will not fix until it is fixed.
+// notRecorded refuses a call whose record cannot be written, with the
+// text the model reads. It is also errdefs' Unavailable.
+func notRecorded(err error) error {
+	return &mcpserver.Refusal{Err: notRecordedError{err}, Text: fmt.Sprintf(
+		"Nothing was run: this server records every call in an audit log, cannot write to it now (%v), and runs nothing it cannot record. This is not a problem of your code, and retrying will not help until it is fixed: ask the user to free or fix the server's audit log file (see the server's log).", err)}
+}
+
+// notRecordedError is the cause of notRecorded's refusal.
 type notRecordedError struct{ err error }
 
 func (e notRecordedError) Error() string {
-	return fmt.Sprintf("the server keeps an audit log and cannot write to it (%v), and it runs nothing it cannot record; nothing was run, and nothing will be until the user frees or fixes the audit log's file", e.err)
+	return fmt.Sprintf("the audit log cannot be written (%v): nothing was run", e.err)
 }
 
 func (e notRecordedError) Unwrap() error { return e.err }
@@ -340,7 +345,7 @@ func (a *auditor) wrapRun(run mcpserver.RunFunc, principal func(context.Context)
 		defer a.end()
 		if err := a.log.Write(eventRunStarted, started); err != nil {
 			a.logger.Error("the audit log cannot be written; refusing the run", "path", a.path, "err", err)
-			return nil, notRecordedError{err}
+			return nil, notRecorded(err)
 		}
 		begun := time.Now()
 		res, err := run(ctx, req)
@@ -454,7 +459,7 @@ func (s auditedSessions) CreateSession(ctx context.Context, owner, language stri
 	if werr := s.a.log.Write(eventSessionCreated, rec); werr != nil {
 		s.a.logger.Error("the audit log cannot be written; closing the new session", "session", info.ID, "path", s.a.path, "err", werr)
 		s.SessionManager.CloseSession(owner, info.ID)
-		return exec.SessionInfo{}, notRecordedError{werr}
+		return exec.SessionInfo{}, notRecorded(werr)
 	}
 	return info, nil
 }

@@ -225,7 +225,7 @@ func TestAuditFailsClosed(t *testing.T) {
 		if err == nil || c.n.Load() != 0 {
 			t.Fatalf("got %v after %d runs; want an error and no run", err, c.n.Load())
 		}
-		if !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "audit log") || !strings.Contains(err.Error(), "nothing was run") {
+		if !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "audit log") || !strings.Contains(err.Error(), "Nothing was run") {
 			t.Errorf("got %v; want Unavailable, saying the audit log cannot be written", err)
 		}
 	})

@@ -36,6 +36,18 @@ const serverName = "code-sandbox-mcp"
 // RunFunc runs one program; (*exec.Executor).Run is one.
 type RunFunc func(ctx context.Context, req exec.Request) (*exec.Result, error)
 
+// A Refusal is an error a RunFunc or a SessionManager returns to refuse a
+// call before anything ran, for a reason of the server's own (an audit
+// log it cannot write, say). The model reads Text as it is, so it says
+// what happened, whose problem it is and what to do.
+type Refusal struct {
+	Text string
+	Err  error
+}
+
+func (r *Refusal) Error() string { return r.Text }
+func (r *Refusal) Unwrap() error { return r.Err }
+
 // Options are what the server says about itself, and the commands its
 // advice names, which only its caller knows.
 type Options struct {

@@ -312,6 +312,10 @@ func sandboxErrorText(ctx context.Context, lang string, err error, o Options, se
 		return fmt.Sprintf("ask the user to %s: `%s`.", what, command)
 	}
 	if ctx.Err() == nil {
+		var r *Refusal
+		if errors.As(err, &r) {
+			return r.Text
+		}
 		if text := sess.sessionErrorText(lang, err); text != "" {
 			return text
 		}
