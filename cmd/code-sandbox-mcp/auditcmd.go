@@ -13,12 +13,14 @@ import (
 
 const auditUsage = `usage:
   audit verify [--after HASH] FILE...
-                          check the hash chain of an audit log, its rotated files oldest first;
+                          check the hash chain of an audit log, its rotated files oldest first,
+                          and print the hash of its last record (keep it elsewhere);
                           --after HASH: the first FILE continues a chain whose last record hashed to HASH
 `
 
 // auditCommand runs the audit verbs and returns the exit status: for
-// verify, 0 and a summary on stdout if the chain is intact, 1 and
+// verify, 0 and a summary on stdout, ending in the last record's hash,
+// if the chain is intact, 1 and
 // "FILE:LINE: why" on stderr if it is broken (or a file cannot be read),
 // 2 for usage errors.
 func auditCommand(args []string, stdout, stderr io.Writer) int {
@@ -70,9 +72,9 @@ func auditCommand(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "code-sandbox-mcp audit verify: %v\n", err)
 		return exitFailure
 	case sum.Chain == "":
-		fmt.Fprintf(stdout, "%d records, continuing %s, intact\n", sum.Records, after)
+		fmt.Fprintf(stdout, "%d records, continuing %s, intact; last %s\n", sum.Records, after, sum.Last)
 	default:
-		fmt.Fprintf(stdout, "%d records, chain %s, intact\n", sum.Records, sum.Chain)
+		fmt.Fprintf(stdout, "%d records, chain %s, intact; last %s\n", sum.Records, sum.Chain, sum.Last)
 	}
 	return exitOK
 }

@@ -46,11 +46,15 @@ func TestAuditVerify(t *testing.T) {
 	}
 
 	code, stdout, stderr := verify(old, path)
-	if want := regexp.MustCompile(`^5 records, chain chain:[0-9a-f]{32}, intact\n$`); code != exitOK || !want.MatchString(stdout) || stderr != "" {
+	if want := regexp.MustCompile(`^5 records, chain chain:[0-9a-f]{32}, intact; last [0-9a-f]{64}\n$`); code != exitOK || !want.MatchString(stdout) || stderr != "" {
 		t.Errorf("intact: exit %d, stdout %q, stderr %q; want 0 and %s", code, stdout, stderr, want)
 	}
+	newSum, err := audit.VerifyAfter(oldSum.Last, path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, _ = verify("--after", oldSum.Last, path)
-	if want := "2 records, continuing " + oldSum.Last + ", intact\n"; code != exitOK || stdout != want {
+	if want := "2 records, continuing " + oldSum.Last + ", intact; last " + newSum.Last + "\n"; code != exitOK || stdout != want {
 		t.Errorf("--after: exit %d, stdout %q; want 0 and %q", code, stdout, want)
 	}
 
