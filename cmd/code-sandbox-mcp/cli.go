@@ -33,7 +33,7 @@ const usage = `code-sandbox-mcp runs code in fresh, hardened containerd containe
 usage:
   code-sandbox-mcp [GLOBAL FLAGS]                  serve MCP over stdio
   code-sandbox-mcp [GLOBAL FLAGS] --http ADDR [--auth-tokens FILE] [--allowed-origins A,B]
-                   [--tls-cert FILE --tls-key FILE]
+                   [--tls-cert FILE --tls-key FILE] [--shutdown-grace D]
                                                    serve MCP over streamable HTTP at /mcp
                                                    (GET /healthz: 200 once every image is ready)
   code-sandbox-mcp [GLOBAL FLAGS] run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR]
@@ -55,13 +55,15 @@ global flags (before the subcommand; run and doctor accept them after it too):
   --pass-through-env A,B    host variables every run gets (only these; unset ones are skipped)
   --log-level LEVEL         debug, info, warn or error (default info); logs go to stderr
 
-HTTP flags (before any subcommand):
+HTTP flags (serving only: with --http, and no subcommand):
   --http ADDR               serve streamable HTTP on ADDR (HOST:PORT) instead of stdio
   --auth-tokens FILE        token file, "NAME SHA256HEX" a line (config [http] auth_tokens);
                             without it ADDR must be loopback
   --allowed-origins A,B     browser origins allowed to call (config [http] allowed_origins)
   --tls-cert FILE, --tls-key FILE
                             serve HTTPS with this certificate and key
+  --shutdown-grace D        on SIGTERM, how long calls in flight may finish before
+                            they are cancelled (default 30s; 0 cancels them at once)
 
 environment:
   CONTAINER_IMAGE, CONTAINER_LANGUAGE   run CONTAINER_LANGUAGE's code in CONTAINER_IMAGE
@@ -126,7 +128,44 @@ func newGlobalFlagSet(g *globals, stderr io.Writer) *flag.FlagSet {
 	fs.Var(&g.http.origins, "allowed-origins", "comma-separated browser `origins` allowed to call --http")
 	fs.StringVar(&g.http.tlsCert, "tls-cert", "", "TLS certificate `file` for --http")
 	fs.StringVar(&g.http.tlsKey, "tls-key", "", "TLS key `file` for --http")
+	fs.DurationVar(&g.http.grace, "shutdown-grace", defaultGrace, "on SIGTERM, how long calls in flight may finish (`duration`)")
 	return fs
+}
+
+// httpFlagNames are the flags newGlobalFlagSet adds for serving over
+// HTTP: they mean nothing without --http, nor to a subcommand.
+var httpFlagNames = []string{"http", "auth-tokens", "allowed-origins", "tls-cert", "tls-key", "shutdown-grace"}
+
+// misplacedHTTPFlags checks where the HTTP flags that fs (the global flag
+// set, parsed) was given go: to serving, and among them the others go
+// with --http. cmd is the subcommand, "" for none.
+func misplacedHTTPFlags(fs *flag.FlagSet, cmd string) error {
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(httpFlagNames, f.Name) {
+			given = append(given, "--"+f.Name)
+		}
+	})
+	switch {
+	case len(given) == 0:
+		return nil
+	case cmd != "" && cmd != "serve":
+		return fmt.Errorf("%s is for serving, and %s does not serve: drop it, or serve with `code-sandbox-mcp --http ADDR ...` and no subcommand", strings.Join(given, ", "), cmd)
+	case !slices.Contains(given, "--http"):
+		return fmt.Errorf("%s is for the HTTP transport: give --http ADDR too, or drop it to serve over stdio", strings.Join(given, ", "))
+	}
+	return nil
+}
+
+// refuseHTTPFlags adds the HTTP flags to fs, a subcommand's flag set, as
+// flags that refuse any value and say where they go: after a subcommand
+// they would otherwise be "not defined", which does not say that.
+func refuseHTTPFlags(fs *flag.FlagSet, cmd string) {
+	for _, name := range httpFlagNames {
+		fs.Func(name, "serving only", func(string) error {
+			return fmt.Errorf("--%s is for serving, and %s does not serve: serve with `code-sandbox-mcp --http ADDR ...` and no subcommand", name, cmd)
+		})
+	}
 }
 
 // lookupFunc reads an environment variable, as os.LookupEnv does.
@@ -146,6 +185,12 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 	cmd := ""
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
+	}
+	if cmd != "help" && cmd != "-h" && cmd != "--help" {
+		if err := misplacedHTTPFlags(fs, cmd); err != nil {
+			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
+			return exitUsage
+		}
 	}
 
 	switch cmd {
@@ -180,6 +225,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	sub.SetOutput(stderr)
 	g.register(sub)
+	refuseHTTPFlags(sub, cmd)
 
 	// The logger is made after the subcommand's flags are parsed, so that
 	// --log-level after the subcommand counts.

@@ -17,9 +17,10 @@ import (
 )
 
 const (
-	// httpGrace is how long a SIGTERM lets in-flight HTTP calls finish
-	// before they are cancelled (which kills their sandboxes).
-	httpGrace = 30 * time.Second
+	// defaultGrace is how long a SIGTERM lets in-flight HTTP calls finish
+	// before they are cancelled (which kills their sandboxes), unless
+	// --shutdown-grace says otherwise.
+	defaultGrace = 30 * time.Second
 	// healthTimeout bounds one /healthz check.
 	healthTimeout = 5 * time.Second
 	// readHeaderTimeout bounds how long a client may take to send a
@@ -34,6 +35,7 @@ type httpFlags struct {
 	origins    namesFlag
 	tlsCert    string
 	tlsKey     string
+	grace      time.Duration // --shutdown-grace
 }
 
 // httpSettings are httpFlags over the [http] configuration, checked.
@@ -43,13 +45,18 @@ type httpSettings struct {
 	origins         []string
 	tlsCert, tlsKey string
 	loopback        bool
+	// grace is how long calls in flight may finish after SIGTERM.
+	grace time.Duration
 }
 
 // resolveHTTP applies the flags over cfg's [http] table, loads the token
 // file and checks what is not allowed: a listener beyond loopback without
 // tokens, half a TLS pair, an origin that is not one.
 func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
-	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, origins: cfg.HTTP.AllowedOrigins}
+	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, origins: cfg.HTTP.AllowedOrigins, grace: f.grace}
+	if hs.grace < 0 {
+		return hs, fmt.Errorf("--shutdown-grace %s: want a duration of 0 or more, such as 30s", hs.grace)
+	}
 	if f.origins.set {
 		hs.origins = f.origins.names
 	}
@@ -127,7 +134,7 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 
 // serveHTTP serves MCP over streamable HTTP at /mcp on hs.addr until ctx
 // is cancelled (SIGINT, SIGTERM). Then it stops accepting, lets the calls
-// in flight finish for up to httpGrace, cancels those left, and closes
+// in flight finish for up to hs.grace, cancels those left, and closes
 // the executor as stdio does.
 func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, logger *slog.Logger) error {
 	set, unset := passEnvNames(cfg, env)
@@ -170,8 +177,8 @@ func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, re
 		return fmt.Errorf("serve HTTP: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down; in-flight calls may finish", "reason", context.Cause(ctx), "grace", httpGrace)
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpGrace)
+	logger.Info("shutting down; in-flight calls may finish", "reason", context.Cause(ctx), "grace", hs.grace)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hs.grace)
 	defer cancel()
 	if err := srv.Shutdown(gctx); err != nil {
 		logger.Warn("calls still in flight after the grace period are cancelled", "err", err)
