@@ -259,6 +259,9 @@ func TestHTTPHealthz(t *testing.T) {
 	if body != "ok\n" {
 		t.Errorf("/healthz body %q; want ok", body)
 	}
+	if strings.Contains(body, pythonImage) || strings.Contains(body, nodejsImage) {
+		t.Errorf("/healthz body %q names an image", body)
+	}
 }
 
 func TestHTTPHealthzImageMissing(t *testing.T) {
@@ -266,13 +269,23 @@ func TestHTTPHealthzImageMissing(t *testing.T) {
 		env:     []string{"CONTAINER_IMAGE=localhost/code-sandbox-mcp/absent:1", "CONTAINER_LANGUAGE=python"},
 		sandbox: `pull = "never"`,
 	})
-	resp, err := http.Get(s.base + "/healthz")
-	if err != nil {
-		t.Fatal(err)
+	// /healthz needs no token: its body says what kind of problem there
+	// is, and the log says which image.
+	for range 3 {
+		resp, err := http.Get(s.base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || string(b) != "not ready: an image is not ready\n" {
+			t.Errorf("/healthz with python's image missing: %d %q; want 503 saying an image is not ready", resp.StatusCode, b)
+		}
+		if strings.Contains(string(b), "absent") || strings.Contains(string(b), "localhost/") {
+			t.Errorf("/healthz body %q names the image to a caller with no token", b)
+		}
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "absent") {
-		t.Errorf("/healthz with python's image missing: %d %q; want 503 naming the image", resp.StatusCode, b)
+	if n := strings.Count(s.stderr.String(), `msg="/healthz: not ready"`); n != 1 || !strings.Contains(s.stderr.String(), "absent:1") {
+		t.Errorf("server log has %d /healthz warnings; want one, naming the image, for three probes:\n%s", n, s.stderr)
 	}
 }

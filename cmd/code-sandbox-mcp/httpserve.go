@@ -8,12 +8,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/containerd/errdefs"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/mark3labs/mcp-go/server"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
 )
 
 const (
@@ -115,6 +121,7 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 		})
 	}
 	h = httpauth.CheckOrigin(hs.origins, h)
+	health := &healthLog{logger: logger}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", h)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -122,14 +129,73 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		if err := ready(ctx); err != nil {
+		err := ready(ctx)
+		health.note(err)
+		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: %v\n", err)
+			fmt.Fprintf(w, "not ready: %s\n", notReadyReason(err))
 			return
 		}
 		fmt.Fprintln(w, "ok")
 	})
 	return mux
+}
+
+// notReadyReason is what /healthz, which anyone who reaches the port may
+// ask, says of err: a class, never err itself, which can name images,
+// paths and the containerd socket. The full reason is in the log.
+func notReadyReason(err error) string {
+	switch {
+	case errors.Is(err, errShuttingDown):
+		return "the server is shutting down"
+	case errors.Is(err, errNotConnected), errors.Is(err, exec.ErrNotAnswering), errdefs.IsUnavailable(err),
+		grpcCode(err) == codes.Unavailable, grpcCode(err) == codes.DeadlineExceeded:
+		return "containerd is not answering"
+	default:
+		// The rest of what Ready reports is per language: an image
+		// missing (errdefs NotFound), failing to pull or to prepare, or
+		// still being prepared.
+		return "an image is not ready"
+	}
+}
+
+// grpcCode is the code of the first gRPC status in err's tree, OK if
+// there is none.
+func grpcCode(err error) codes.Code {
+	var s interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &s) {
+		return s.GRPCStatus().Code()
+	}
+	return codes.OK
+}
+
+// healthLog logs, at warn, why the server is not ready, once per change
+// of the reason (a probe every few seconds would repeat it otherwise),
+// and once, at info, that it is ready again.
+type healthLog struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	last   string // the last reason logged; "" when ready
+}
+
+// note logs err if it differs from the last reason.
+func (h *healthLog) note(err error) {
+	reason := ""
+	if err != nil {
+		reason = err.Error()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if reason == h.last {
+		return
+	}
+	switch {
+	case err != nil:
+		h.logger.Warn("/healthz: not ready", "err", err)
+	case h.last != "":
+		h.logger.Info("/healthz: ready again")
+	}
+	h.last = reason
 }
 
 // serveHTTP serves MCP over streamable HTTP at /mcp on hs.addr until ctx
