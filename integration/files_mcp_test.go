@@ -255,8 +255,17 @@ func TestIsolationFilesOfOtherRunsUnreachable(t *testing.T) {
 	eachMode(t, func(t *testing.T, m mode) {
 		s := m.start(t, serverSpec{})
 		ctx := testContext(t)
-		a := m.hostile(t, s, "python", `open('secret.txt', 'w').write('run a')`)
-		b := m.hostile(t, s, "python", `open('other.txt', 'w').write('run b')`)
+		run := func(src string) toolResult {
+			args := code(src)
+			if m.session {
+				id := createSession(t, s, "python")
+				defer closeSession(t, s, id)
+				args["session_id"] = id
+			}
+			return s.call(ctx, t, "run_python_code", args)
+		}
+		a := run(`open('secret.txt', 'w').write('run a')`)
+		b := run(`open('other.txt', 'w').write('run b')`)
 		if len(a.out.Files) != 1 || len(b.out.Files) != 1 {
 			t.Fatalf("files %+v, %+v", a.out.Files, b.out.Files)
 		}
@@ -273,6 +282,5 @@ func TestIsolationFilesOfOtherRunsUnreachable(t *testing.T) {
 				t.Errorf("read %s: got %+v; want an error", uri, res.Contents)
 			}
 		}
-		afterCase(t, s, a, b)
 	})
 }

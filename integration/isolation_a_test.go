@@ -1154,7 +1154,7 @@ for (;;) {
 				ok = ok && r.out.OOMKilled
 			}
 			if !ok {
-				t.Errorf("bomb %d (%s %s): %+v; want timed out with %s%s", i, b.lang, b.kind, r.out, map[bool]string{false: "SIGKILL", true: "SIGINT (or SIGKILL, the session ended)"}[m.session], map[bool]string{true: ", oom_killed"}[oom])
+				t.Errorf("bomb %d (%s %s): %q %+v; want timed out with %s%s", i, b.lang, b.kind, r.text, r.out, map[bool]string{false: "SIGKILL", true: "SIGINT (or SIGKILL, the session ended)"}[m.session], map[bool]string{true: ", oom_killed"}[oom])
 			}
 		}
 		// The python bombs' children meet the OOM killer within a second.
