@@ -12,10 +12,9 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/mark3labs/mcp-go/server"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 	"code-sandbox-mcp/config"
