@@ -248,26 +248,39 @@ func TestMCPFilesExpire(t *testing.T) {
 }
 
 // Case 40: one run's files are not reachable through another run's URIs,
-// and run ids are 128 random bits, never reused.
+// and run ids are 128 random bits, never reused. In each mode of the
+// isolation suite: in a session, each run is the first cell of a session
+// of its own.
 func TestIsolationFilesOfOtherRunsUnreachable(t *testing.T) {
-	s := startMCP(t, serverSpec{})
-	ctx := testContext(t)
-	a := s.call(ctx, t, "run_python_code", code(`open('secret.txt', 'w').write('run a')`))
-	b := s.call(ctx, t, "run_python_code", code(`open('other.txt', 'w').write('run b')`))
-	if len(a.out.Files) != 1 || len(b.out.Files) != 1 {
-		t.Fatalf("files %+v, %+v", a.out.Files, b.out.Files)
-	}
-	ma, mb := runURI.FindStringSubmatch(a.out.Files[0].URI), runURI.FindStringSubmatch(b.out.Files[0].URI)
-	if ma == nil || mb == nil || ma[1] == mb[1] {
-		t.Fatalf("URIs %s and %s; want two distinct 128-bit run ids", a.out.Files[0].URI, b.out.Files[0].URI)
-	}
-	for _, uri := range []string{
-		"sandbox://runs/" + mb[1] + "/files/secret.txt",
-		"sandbox://runs/" + mb[1] + "/files/../" + ma[1] + "/files/secret.txt",
-		"sandbox://runs/" + strings.Repeat("0", 32) + "/files/secret.txt",
-	} {
-		if res, err := s.readResource(ctx, uri); err == nil {
-			t.Errorf("read %s: got %+v; want an error", uri, res.Contents)
+	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, serverSpec{})
+		ctx := testContext(t)
+		run := func(src string) toolResult {
+			args := code(src)
+			if m.session {
+				id := createSession(t, s, "python")
+				defer closeSession(t, s, id)
+				args["session_id"] = id
+			}
+			return s.call(ctx, t, "run_python_code", args)
 		}
-	}
+		a := run(`open('secret.txt', 'w').write('run a')`)
+		b := run(`open('other.txt', 'w').write('run b')`)
+		if len(a.out.Files) != 1 || len(b.out.Files) != 1 {
+			t.Fatalf("files %+v, %+v", a.out.Files, b.out.Files)
+		}
+		ma, mb := runURI.FindStringSubmatch(a.out.Files[0].URI), runURI.FindStringSubmatch(b.out.Files[0].URI)
+		if ma == nil || mb == nil || ma[1] == mb[1] {
+			t.Fatalf("URIs %s and %s; want two distinct 128-bit run ids", a.out.Files[0].URI, b.out.Files[0].URI)
+		}
+		for _, uri := range []string{
+			"sandbox://runs/" + mb[1] + "/files/secret.txt",
+			"sandbox://runs/" + mb[1] + "/files/../" + ma[1] + "/files/secret.txt",
+			"sandbox://runs/" + strings.Repeat("0", 32) + "/files/secret.txt",
+		} {
+			if res, err := s.readResource(ctx, uri); err == nil {
+				t.Errorf("read %s: got %+v; want an error", uri, res.Contents)
+			}
+		}
+	})
 }

@@ -5,9 +5,12 @@ package integration
 // principal's sessions hidden from another, and /healthz.
 
 import (
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -24,59 +27,100 @@ import (
 
 // httpServer is a running server on HTTP.
 type httpServer struct {
-	base   string // http://127.0.0.1:PORT
+	base   string       // http://127.0.0.1:PORT, or https://
+	client *http.Client // trusts the server's certificate, for https
 	stderr *syncBuffer
+	// stateDir is the server's state directory.
+	stateDir string
+	cmd      *osexec.Cmd
+	// exited is closed once the server has exited, with exitErr set.
+	exited  chan struct{}
+	exitErr error
 }
 
 // listenLine is the log line the server promises once it listens.
 var listenLine = regexp.MustCompile(`msg="serving MCP over HTTP" listen=(\S+)`)
 
+// httpOptions are what startHTTP needs beyond the server's spec.
+type httpOptions struct {
+	// tls, if set, is served with --tls-cert and --tls-key, and the
+	// clients trust its CA only.
+	tls *testCA
+}
+
 // startHTTP starts the binary of spec with --http on a port of its
-// choosing, and waits for the line that says where it
-// listens. When the test ends it gets SIGTERM, must exit 0, and leave
-// nothing behind.
+// choosing, and waits for the line that says where it listens. When the
+// test ends it gets SIGTERM (unless it has exited already), must exit 0,
+// and leave nothing behind.
 func startHTTP(t *testing.T, spec serverSpec) *httpServer {
 	t.Helper()
-	spec.args = append([]string{"--http", "127.0.0.1:0"}, spec.args...)
+	return startHTTPWith(t, spec, httpOptions{})
+}
+
+// startHTTPWith is startHTTP with o.
+func startHTTPWith(t *testing.T, spec serverSpec, o httpOptions) *httpServer {
+	t.Helper()
+	scheme, client := "http", &http.Client{}
+	var tlsArgs []string
+	if o.tls != nil {
+		scheme, client = "https", o.tls.client()
+		tlsArgs = []string{"--tls-cert", o.tls.certFile, "--tls-key", o.tls.keyFile}
+	}
+	spec.args = append(append([]string{"--http", "127.0.0.1:0"}, tlsArgs...), spec.args...)
 	cmd, stateDir := serverCommand(t, spec)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
+	s := &httpServer{client: client, stderr: &syncBuffer{}, stateDir: stateDir, cmd: cmd, exited: make(chan struct{})}
+	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	go func() {
+		s.exitErr = cmd.Wait()
+		close(s.exited)
+	}()
 	t.Cleanup(func() {
 		assertNoLeftovers(t, stateDir)
-		if strings.Contains(stderr.String(), "panic") || strings.Contains(stderr.String(), "WARNING: DATA RACE") {
-			t.Errorf("server stderr has a panic or a race:\n%s", stderr)
+		if strings.Contains(s.stderr.String(), "panic") || strings.Contains(s.stderr.String(), "WARNING: DATA RACE") {
+			t.Errorf("server stderr has a panic or a race:\n%s", s.stderr)
 		} else if t.Failed() {
-			t.Logf("server stderr:\n%s", stderr)
+			t.Logf("server stderr:\n%s", s.stderr)
 		}
 	})
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("server exit after SIGTERM: %v", err)
-			}
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			t.Errorf("server still running 60s after SIGTERM")
+		if err := s.stop(60 * time.Second); err != nil {
+			t.Errorf("server exit after SIGTERM: %v", err)
 		}
 	})
 	var addr string
 	if !waitFor(30*time.Second, func() bool {
-		if m := listenLine.FindStringSubmatch(stderr.String()); m != nil {
+		if m := listenLine.FindStringSubmatch(s.stderr.String()); m != nil {
 			addr = m[1]
 			return true
 		}
 		return false
 	}) {
-		t.Fatalf("the server did not say where it listens within 30s; stderr:\n%s", stderr)
+		t.Fatalf("the server did not say where it listens within 30s; stderr:\n%s", s.stderr)
 	}
-	return &httpServer{base: "http://" + addr, stderr: stderr}
+	s.base = scheme + "://" + addr
+	return s
+}
+
+// stop sends the server SIGTERM, unless it has exited, and waits up to d
+// for its exit, which it returns; it kills a server still running then.
+func (s *httpServer) stop(d time.Duration) error {
+	select {
+	case <-s.exited:
+		return s.exitErr
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.exited:
+		return s.exitErr
+	case <-time.After(d):
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		return fmt.Errorf("still running %s after SIGTERM; killed", d)
+	}
 }
 
 // tokenFile writes a token file for the names and returns its path and
@@ -99,7 +143,7 @@ func tokenFile(t *testing.T, names ...string) (string, map[string]string) {
 // connect initializes an MCP session over HTTP with token (none if empty).
 func (s *httpServer) connect(t *testing.T, token string) *client.Client {
 	t.Helper()
-	var opts []transport.StreamableHTTPCOption
+	opts := []transport.StreamableHTTPCOption{transport.WithHTTPBasicClient(s.client)}
 	if token != "" {
 		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
 	}
@@ -134,7 +178,7 @@ func (s *httpServer) post(t *testing.T, header map[string]string) (int, http.Hea
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := s.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +289,7 @@ func TestHTTPHealthz(t *testing.T) {
 	var body string
 	// The images are imported already; the server prepares them at start.
 	if !waitFor(60*time.Second, func() bool {
-		resp, err := http.Get(s.base + "/healthz")
+		resp, err := s.client.Get(s.base + "/healthz")
 		if err != nil {
 			return false
 		}
@@ -259,6 +303,9 @@ func TestHTTPHealthz(t *testing.T) {
 	if body != "ok\n" {
 		t.Errorf("/healthz body %q; want ok", body)
 	}
+	if strings.Contains(body, pythonImage) || strings.Contains(body, nodejsImage) {
+		t.Errorf("/healthz body %q names an image", body)
+	}
 }
 
 func TestHTTPHealthzImageMissing(t *testing.T) {
@@ -266,13 +313,133 @@ func TestHTTPHealthzImageMissing(t *testing.T) {
 		env:     []string{"CONTAINER_IMAGE=localhost/code-sandbox-mcp/absent:1", "CONTAINER_LANGUAGE=python"},
 		sandbox: `pull = "never"`,
 	})
-	resp, err := http.Get(s.base + "/healthz")
+	// /healthz needs no token: its body says what kind of problem there
+	// is, and the log says which image.
+	for range 3 {
+		resp, err := s.client.Get(s.base + "/healthz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || string(b) != "not ready: an image is not ready\n" {
+			t.Errorf("/healthz with python's image missing: %d %q; want 503 saying an image is not ready", resp.StatusCode, b)
+		}
+		if strings.Contains(string(b), "absent") || strings.Contains(string(b), "localhost/") {
+			t.Errorf("/healthz body %q names the image to a caller with no token", b)
+		}
+	}
+	if n := strings.Count(s.stderr.String(), `msg="/healthz: not ready"`); n != 1 || !strings.Contains(s.stderr.String(), "absent:1") {
+		t.Errorf("server log has %d /healthz warnings; want one, naming the image, for three probes:\n%s", n, s.stderr)
+	}
+}
+
+// startMCPHTTP is startMCP over HTTP, for the isolation suite's http
+// mode: the binary of spec with --http on loopback and a token file (so
+// authentication is on, as it would be for a remote client), and mcp-go's
+// streamable HTTP client with the token. When the test ends the client
+// ends its session, the server gets SIGTERM and must exit 0, and nothing
+// may be left in containerd or the state directory (startHTTP).
+func startMCPHTTP(t *testing.T, spec serverSpec) *mcpServer {
+	t.Helper()
+	path, tokens := tokenFile(t, "isolation")
+	spec.args = append(append([]string{}, spec.args...), "--auth-tokens", path)
+	// Before the server starts: its pool starts sandboxes at once.
+	watch := watchStarts(t)
+	h := startHTTP(t, spec)
+	c := h.connect(t, tokens["isolation"])
+	return &mcpServer{c: c, stderr: h.stderr, watch: watch, stateDir: h.stateDir}
+}
+
+// rawHTTP speaks JSON-RPC to the server's /mcp without an MCP client, one
+// POST a message, as rawServer does on stdio.
+type rawHTTP struct {
+	s       *httpServer
+	token   string
+	session string           // Mcp-Session-Id, once initialize has answered
+	queue   []map[string]any // the messages answered, not yet taken by next
+}
+
+// startRawHTTP starts a server with a token file for a raw client.
+func startRawHTTP(t *testing.T) *rawHTTP {
+	t.Helper()
+	path, tokens := tokenFile(t, "raw")
+	return &rawHTTP{s: startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}}), token: tokens["raw"]}
+}
+
+// send POSTs msg and queues what the server answers: nothing for a
+// notification (202), else one JSON-RPC message as the body
+// (application/json) or as the events of a stream (text/event-stream).
+// Either way each message must be one JSON value, on one data line for a
+// stream: what a program printed may not break the framing.
+func (r *rawHTTP) send(t *testing.T, msg string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), "POST", r.s.base+"/mcp", strings.NewReader(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	if r.session != "" {
+		req.Header.Set("Mcp-Session-Id", r.session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := r.s.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(b), "absent") {
-		t.Errorf("/healthz with python's image missing: %d %q; want 503 naming the image", resp.StatusCode, b)
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		r.session = id
+	}
+	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
+	switch {
+	case resp.StatusCode == http.StatusAccepted:
+		return
+	case resp.StatusCode != http.StatusOK:
+		t.Fatalf("POST %.100s: %s %q", msg, resp.Status, body)
+	case ct == "application/json":
+		r.queue = append(r.queue, oneMessage(t, body))
+	case ct == "text/event-stream":
+		for _, line := range strings.Split(string(body), "\n") {
+			line = strings.TrimSuffix(line, "\r")
+			data, isData := strings.CutPrefix(line, "data: ")
+			switch {
+			case isData:
+				r.queue = append(r.queue, oneMessage(t, []byte(data)))
+			case line == "", strings.HasPrefix(line, "event: "), strings.HasPrefix(line, "id: "), strings.HasPrefix(line, ":"):
+			default:
+				t.Fatalf("event stream line %q is no SSE field: the output broke the framing\nstream:\n%s", line, body)
+			}
+		}
+	default:
+		t.Fatalf("POST %.100s: Content-Type %q; want JSON or an event stream", msg, resp.Header.Get("Content-Type"))
+	}
+}
+
+// oneMessage decodes b, which must be exactly one JSON-RPC 2.0 object
+// (json.Unmarshal refuses anything after the first value).
+func oneMessage(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil || m["jsonrpc"] != "2.0" {
+		t.Fatalf("%q is not one JSON-RPC 2.0 message (%v)", b, err)
+	}
+	return m
+}
+
+// next returns the next message the server answered.
+func (r *rawHTTP) next(t *testing.T) map[string]any {
+	t.Helper()
+	if len(r.queue) == 0 {
+		t.Fatalf("no message left from the server\nstderr:\n%s", r.s.stderr)
+	}
+	m := r.queue[0]
+	r.queue = r.queue[1:]
+	return m
 }

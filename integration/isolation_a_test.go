@@ -3,7 +3,7 @@ package integration
 // The isolation suite, cases 1-13 and 27 of issue 4: hostile programs run
 // through the real server on a real containerd, each with the outcome it
 // must get, and then the host checked by afterCase (and, when the server
-// exits, by startMCP's cleanup).
+// exits, by the cleanup of m.start, after each mode).
 
 import (
 	"cmp"
@@ -42,7 +42,7 @@ func intAfter(s, prefix string) int {
 func TestIsolationForkBomb(t *testing.T) {
 	// Node's own threads count too: a lower limit for it keeps the worker
 	// bomb, an isolate per worker, quick on a busy host.
-	s := startMCP(t, serverSpec{config: "[limits]\npids = 64\n[languages.javascript.limits]\npids = 32\n"})
+	spec := serverSpec{config: "[limits]\npids = 64\n[languages.javascript.limits]\npids = 32\n"}
 	pids := map[string]int{"python": 64, "javascript": 32}
 	tests := []struct {
 		name, lang, code string
@@ -152,6 +152,7 @@ new Promise(() => setInterval(() => {}, 1000));
 		},
 	}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		var runs []hostileRun
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -191,7 +192,7 @@ func lastLine(s, prefix string) string {
 // oom_killed, and had no swap to spill into.
 func TestIsolationMemoryBomb(t *testing.T) {
 	const limit = 128 << 20
-	s := startMCP(t, serverSpec{config: "[limits]\nmemory = \"128MiB\"\n"})
+	spec := serverSpec{config: "[limits]\nmemory = \"128MiB\"\n"}
 	tests := []struct{ name, lang, code string }{
 		// Each chunk is written, so its pages are really used: overcommit
 		// lets malloc succeed and the cgroup, not MemoryError, stops it.
@@ -215,6 +216,7 @@ for (;;) {
 `},
 	}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		var runs []hostileRun
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
@@ -251,8 +253,9 @@ for (;;) {
 // Case 3: a CPU spin is throttled to the CPU quota and killed at the wall
 // deadline.
 func TestIsolationCPUSpin(t *testing.T) {
-	s := startMCP(t, serverSpec{config: "[limits]\ncpus = 0.5\n"})
+	spec := serverSpec{config: "[limits]\ncpus = 0.5\n"}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		// Two spinning children could use both of the host's CPUs; the parent
 		// reports the CPU time they got per second of wall time.
 		r := m.hostile(t, s, "python", `
@@ -305,8 +308,9 @@ while True:
 // Case 4: stdin is at EOF from the start, and a program that sleeps for
 // ever is killed at the deadline.
 func TestIsolationSleepAndStdin(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		py := m.hostile(t, s, "python", `
 import sys, time
 t = time.monotonic()
@@ -339,8 +343,9 @@ new Promise(() => setInterval(() => {}, 1e6)); // to the deadline in both modes:
 
 // Case 5: /tmp and /dev/shm fill up at their configured sizes.
 func TestIsolationFillTmpAndShm(t *testing.T) {
-	s := startMCP(t, serverSpec{config: "[limits]\ntmp_size = \"32MiB\"\nshm_size = \"16MiB\"\n"})
+	spec := serverSpec{config: "[limits]\ntmp_size = \"32MiB\"\nshm_size = \"16MiB\"\n"}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		// Files of 4 MiB stay under the file-size limit; unbuffered writes
 		// count every byte the kernel took.
 		r := m.hostile(t, s, "python", `
@@ -384,8 +389,9 @@ for d in ('/tmp', '/dev/shm'):
 
 // Case 6: the root file system and the program's directory are read-only.
 func TestIsolationRootFSReadOnly(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		// New names only: writing an existing root-owned file would fail with
 		// EACCES before the read-only check, which proves less. The file
 		// renamed is the sandbox's program: in a session, the driver the
@@ -416,8 +422,9 @@ try_('rename `+prog+`', os.rename, '`+prog+`', '/sandbox/x.py')
 // Case 7: one huge file is stopped by the file-size limit.
 func TestIsolationHugeFile(t *testing.T) {
 	const limit = 8 << 20
-	s := startMCP(t, serverSpec{config: "[limits]\nfile_size = \"8MiB\"\n"})
+	spec := serverSpec{config: "[limits]\nfile_size = \"8MiB\"\n"}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		// CPython ignores SIGXFSZ, so the write fails with EFBIG at the limit.
 		py := m.hostile(t, s, "python", `
 import errno, os
@@ -453,8 +460,9 @@ try {
 // Case 8: what a run leaves in /tmp and /dev/shm is gone for the next one;
 // /var/tmp is read-only.
 func TestIsolationNoLeftoverFiles(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		first := m.hostile(t, s, "python", `
 import errno, os
 for p in ['/tmp/left', '/tmp/.hidden/left', '/dev/shm/left', '/var/tmp/left']:
@@ -491,8 +499,9 @@ for d in ['/tmp', '/dev/shm', '/var/tmp']:
 // counted, and the server's memory stays bounded while they pass through.
 func TestIsolationOutputFlood(t *testing.T) {
 	const keep = 64 << 10 // the default output_bytes
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		pid := serverPID(t)
 		// Each program ends with a statement, not an expression: a
 		// session shows the value of a cell's last expression (here the
@@ -591,7 +600,7 @@ n = sys.stderr.buffer.write(data)
 
 	eachMode(t, func(t *testing.T, m mode) {
 		t.Run("client", func(t *testing.T) {
-			s := startMCP(t, serverSpec{})
+			s := m.start(t, serverSpec{})
 			r := m.hostile(t, s, "python", program)
 			if r.out.Stdout != want || r.out.Stderr != want || r.out.ExitCode != 0 {
 				t.Errorf("stdout %q, stderr %q, exit %d; want both %q, exit 0", r.out.Stdout, r.out.Stderr, r.out.ExitCode, want)
@@ -602,8 +611,10 @@ n = sys.stderr.buffer.write(data)
 			afterCase(t, s, r)
 		})
 
+		// Over stdio each line must be one JSON-RPC message; over HTTP
+		// each response body (or each data line of an event stream).
 		t.Run("raw stream", func(t *testing.T) {
-			r := startRaw(t)
+			r := m.startRaw(t)
 			r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
 			r.next(t)
 			r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
@@ -654,8 +665,9 @@ n = sys.stderr.buffer.write(data)
 // exists; one of exactly the cap runs.
 func TestIsolationCodeOverCap(t *testing.T) {
 	const limit = 1 << 20 // the default code_bytes
-	s := startMCP(t, serverSpec{config: "[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"})
+	spec := serverSpec{config: "[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		for lang, tool := range toolFor {
 			over := "//" + strings.Repeat("x", limit-1)
 			if lang == "python" {
@@ -865,8 +877,9 @@ func TestIsolationNetwork(t *testing.T) {
 	target.accepted.Store(0)
 
 	port := func(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		// The program refuses to resolve a name if a nameserver is not on
 		// loopback: a broken sandbox would then send the query off the
 		// machine. The name is under .invalid, which never resolves.
@@ -951,8 +964,9 @@ const targets = [['127.0.0.1', %d], ['::1', %d], [%q, %d], [%q, %d]];
 // Case 13: raw and packet sockets, AF_ALG, AF_VSOCK and io_uring are
 // refused.
 func TestIsolationSocketFamiliesAndIOURing(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		// Raw and packet sockets are allowed by seccomp and refused by the
 		// kernel for want of CAP_NET_RAW; AF_ALG, AF_VSOCK and io_uring_setup
 		// are not in containerd's default profile, whose default action is
@@ -990,7 +1004,7 @@ print('io_uring_setup', fd if fd >= 0 else errno.errorcode[ctypes.get_errno()])
 func TestIsolationManyHostileRunsAtOnce(t *testing.T) {
 	// Ten slots: the eight bombs and the normal run all run, none queues.
 	// In a session each bomb is a session's first cell: eight sessions.
-	s := startMCP(t, serverSpec{concurrency: 10, config: "[limits]\nmemory = \"256MiB\"\n[sessions]\nmax_sessions = 8\n"})
+	spec := serverSpec{concurrency: 10, config: "[limits]\nmemory = \"256MiB\"\n[sessions]\nmax_sessions = 8\n"}
 	const timeout = 6
 	forkBomb := `
 import os, time
@@ -1037,6 +1051,7 @@ for (;;) {
 		{"cpu", "python", cpuSpin}, {"cpu", "python", cpuSpin}, {"cpu", "javascript", jsSpin},
 	}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		w := s.watchCall(t)
 		ctx := testContext(t)
 		// Sessions are all created first: their sandboxes then run the
@@ -1139,7 +1154,7 @@ for (;;) {
 				ok = ok && r.out.OOMKilled
 			}
 			if !ok {
-				t.Errorf("bomb %d (%s %s): %+v; want timed out with %s%s", i, b.lang, b.kind, r.out, map[bool]string{false: "SIGKILL", true: "SIGINT (or SIGKILL, the session ended)"}[m.session], map[bool]string{true: ", oom_killed"}[oom])
+				t.Errorf("bomb %d (%s %s): %q %+v; want timed out with %s%s", i, b.lang, b.kind, r.text, r.out, map[bool]string{false: "SIGKILL", true: "SIGINT (or SIGKILL, the session ended)"}[m.session], map[bool]string{true: ", oom_killed"}[oom])
 			}
 		}
 		// The python bombs' children meet the OOM killer within a second.

@@ -3,7 +3,7 @@ package integration
 // The isolation suite, cases 14-26 of issue 4: what a hostile program may
 // read, write, call and leave behind, each run through the real server on
 // a real containerd with the outcome it must get, and then the host
-// checked by afterCase (and, when the server exits, by startMCP's
+// checked by afterCase (and, when each mode's server exits, by m.start's
 // cleanup). Python reaches raw system calls through ctypes with x86_64
 // numbers; JavaScript is tried where the attack differs.
 
@@ -113,8 +113,9 @@ func marker(t *testing.T) string {
 
 // Case 14: host and image secrets are masked or unreadable.
 func TestIsolationSecretsUnreadable(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		masked := []string{"/proc/kcore", "/proc/keys", "/proc/interrupts", "/proc/kallsyms", "/proc/timer_list", "/proc/sched_debug"}
 		dirs := []string{"/sys/firmware", "/sys/kernel/debug"}
 		// The image has no /etc/shadow (nobody's password is "*" in
@@ -155,8 +156,9 @@ for p in `+pyList(slices.Concat(masked, dirs, private))+`:
 
 // Case 15: kernel tunables and the magic SysRq key cannot be written.
 func TestIsolationProcSysReadOnly(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		paths := []string{"/proc/sys/kernel/hostname", "/proc/sys/kernel/core_pattern", "/proc/sys/vm/drop_caches",
 			"/proc/sys/net/ipv4/ip_forward", "/proc/sysrq-trigger"}
 		r := m.hostile(t, s, "python", pyProbe+`
@@ -187,8 +189,9 @@ out['core_pattern'] = open('/proc/sys/kernel/core_pattern').read().strip()
 
 // Case 16: no new namespaces, mounts or roots.
 func TestIsolationNoNamespacesOrMounts(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		r := m.hostile(t, s, "python", pyProbe+`
 import subprocess
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET, CLONE_NEWPID = 0x20000, 0x10000000, 0x40000000, 0x20000000
@@ -232,8 +235,9 @@ out['chroot'] = sys_(161, b'/tmp')
 // Case 17: no tracing or reading another process's memory, and no host
 // process in sight.
 func TestIsolationNoPtraceAndHostProcessesInvisible(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		host := os.Getpid()
 		r := m.hostile(t, s, "python", pyProbe+fmt.Sprintf(`
 import signal, subprocess
@@ -283,8 +287,9 @@ console.log(JSON.stringify(out));
 
 // Case 18: the kernel's riskier interfaces are refused.
 func TestIsolationDangerousSyscallsRefused(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		r := m.hostile(t, s, "python", pyProbe+`
 out['keyctl'] = sys_(250, 0, -3, 1)                      # KEYCTL_GET_KEYRING_ID, session, create
 out['add_key'] = sys_(248, b'user', b'csm', b'secret', 6, -2)
@@ -319,8 +324,9 @@ check('open /dev/userfaultfd', lambda: os.open('/dev/userfaultfd', os.O_RDWR))
 
 // Case 19: no device nodes can be made, and the host's are not there.
 func TestIsolationNoDevices(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		devices := []string{"/dev/sda", "/dev/vda", "/dev/nvme0n1", "/dev/kmsg", "/dev/mem", "/dev/kmem", "/dev/port",
 			"/dev/kvm", "/dev/fuse", "/dev/net/tun", "/dev/console"}
 		r := m.hostile(t, s, "python", pyProbe+`
@@ -350,8 +356,9 @@ out['/dev'] = ' '.join(sorted(os.listdir('/dev')))
 // no_new_privs an exec keeps the caller's ids. Each is caught while it
 // waits for a password on a pipe, and its ids read from /proc.
 func TestIsolationSetuidGivesNothing(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		r := m.hostile(t, s, "python", pyProbe+`
 import subprocess, time
 found = subprocess.run(['find', '/', '-xdev', '-perm', '/6000', '-type', 'f'], capture_output=True, text=True).stdout.split()
@@ -407,8 +414,9 @@ out['uid'] = str(os.getuid())
 // Case 21: neither containerd's, docker's nor a shim's socket is
 // reachable, by path or in the abstract namespace.
 func TestIsolationNoDaemonSockets(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		// A listener of our own in the host's abstract namespace: the host
 		// reaches it, the sandbox, in its own network namespace, must not.
 		abstract := "@" + marker(t)
@@ -497,11 +505,12 @@ func hostAbstractSockets(t *testing.T) []string {
 // Case 22: the environment is the image's, the language's and the
 // allow-listed variables, and nothing of the server's.
 func TestIsolationEnvironmentAllowListed(t *testing.T) {
-	s := startMCP(t, serverSpec{
+	spec := serverSpec{
 		args: []string{"--pass-through-env", "CSM_PASSED"},
 		env:  []string{"CSM_HOST_SECRET=hunter2-host-secret", "CSM_PASSED=passed-value", "AWS_SECRET_ACCESS_KEY=hunter2-aws"},
-	})
+	}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		r := m.hostile(t, s, "python", `
 import json, os
 env = dict(os.environ)
@@ -534,8 +543,9 @@ print(json.dumps({'same in /proc/1/environ': str(env == pid1), **env}))
 // Case 23: the program inherits stdin, stdout and stderr and no other
 // descriptor.
 func TestIsolationOnlyStdioInherited(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		// fstat opens nothing, unlike listing /proc/self/fd. Past fd 2,
 		// each descriptor is described: what it is, whether it is
 		// close-on-exec, and how it is open. A child lists its own: what
@@ -641,8 +651,9 @@ console.log(JSON.stringify(out));
 // The node program's last expression is a Promise, which a session's
 // cell waits for as node waits for its event loop (see case 1).
 func TestIsolationNothingSurvivesTheRun(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		mk := marker(t)
 		spawn := fmt.Sprintf(`
 import os, signal, subprocess, sys, time
@@ -727,8 +738,9 @@ func withMarker(m string) []string {
 
 // Case 25: a segfault leaves no core file anywhere, and is reported.
 func TestIsolationSegfaultNoCore(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		b, err := os.ReadFile("/proc/sys/kernel/core_pattern")
 		if err != nil {
 			t.Fatal(err)
@@ -792,8 +804,9 @@ ctypes.string_at(0)
 
 // Case 26: the posture of a live run's processes, read from the host.
 func TestIsolationPostureFromHost(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		hostNS := namespacesOf(t, os.Getpid())
 		checked := make(chan []int, 1)
 		go func() {

@@ -282,9 +282,10 @@ else:
 		},
 	}
 
-	s := startMCP(t, serverSpec{concurrency: 4})
+	spec := serverSpec{concurrency: 4}
 	root, _ := unpackedImage(t, pythonImage)
 	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				token := randomToken(t)
@@ -333,8 +334,8 @@ else:
 				tc.held(t, n, e)
 			})
 		}
+		afterCase(t, s)
 	})
-	afterCase(t, s)
 }
 
 // startCall makes a call to tool with args in the background; the channel

@@ -33,6 +33,9 @@ func workspaceExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 
 // run runs req on e in mode m: in a session, as the first cell of a
 // session of req's language made for it, closed once the cell is done.
+// The workspace cases drive the executor, below any transport, so in the
+// http mode they run one-shot: the same case as the oneshot mode, which
+// a daemon that runs only the http mode (scripts/integration) still runs.
 func (m mode) run(t *testing.T, e *exec.Executor, req exec.Request) (*exec.Result, error) {
 	t.Helper()
 	if !m.session {

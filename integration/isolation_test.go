@@ -52,26 +52,56 @@ func withTimeout(sec int) hostileOpt {
 }
 
 // mode is how the isolation suite runs a hostile program: in a sandbox of
-// its own (one-shot), or as the first cell of a fresh session (issue 13),
+// its own (one-shot), as the first cell of a fresh session (issue 13),
 // whose sandbox is built exactly as a one-shot one is but whose process
-// is the session driver (exec/drivers), the program running inside it.
-// Every case runs in both modes, as subtests named after the mode, with
-// the same assertions; where a session legitimately differs, the case
-// says so next to the difference.
+// is the session driver (exec/drivers), the program running inside it, or
+// one-shot through the server's streamable HTTP transport (issue 14)
+// instead of stdio, with a token, as a remote client would.
+// Every case runs in each mode, as subtests named after the mode, with a
+// server of its own (m.start) and the same assertions; where a session
+// legitimately differs, the case says so next to the difference.
 type mode struct {
-	name    string // "oneshot" or "session": the subtest's name
+	name    string // "oneshot", "session" or "http": the subtest's name
 	session bool
+	http    bool // the server serves --http, the client is mcp-go's streamable HTTP one
 }
 
-var modes = []mode{{name: "oneshot"}, {name: "session", session: true}}
+var modes = []mode{{name: "oneshot"}, {name: "session", session: true}, {name: "http", http: true}}
 
-// eachMode runs f once per mode, as the subtests TEST/oneshot and
-// TEST/session.
+// eachMode runs f once per mode, as the subtests TEST/oneshot,
+// TEST/session and TEST/http.
 func eachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	t.Helper()
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) { f(t, m) })
 	}
+}
+
+// start starts the server of spec for mode m: over stdio (startMCP), or
+// over HTTP (startMCPHTTP). Either way nothing may be left when the
+// (sub)test ends.
+func (m mode) start(t *testing.T, spec serverSpec) *mcpServer {
+	t.Helper()
+	if m.http {
+		return startMCPHTTP(t, spec)
+	}
+	return startMCP(t, spec)
+}
+
+// rawClient speaks JSON-RPC to a server without an MCP client: lines on
+// stdio (rawServer), or POSTs to /mcp (rawHTTP).
+type rawClient interface {
+	send(t *testing.T, msg string)
+	next(t *testing.T) map[string]any
+}
+
+// startRaw starts a server for a raw client of mode m.
+func (m mode) startRaw(t *testing.T) rawClient {
+	t.Helper()
+	if m.http {
+		return startRawHTTP(t)
+	}
+	return startRaw(t)
 }
 
 // program is the path of the file the sandbox's first process runs: the
@@ -271,7 +301,7 @@ func (w *startWatch) flush(t *testing.T) {
 }
 
 // watchCall is a watch for one call to s: it answers for starts from the
-// watch startMCP began before the server.
+// watch m.start (startMCP or startMCPHTTP) began before the server.
 func (s *mcpServer) watchCall(t *testing.T) *startWatch {
 	w := watchStarts(t)
 	w.server = s.watch
@@ -519,7 +549,7 @@ func cgroupDirs(id string) []string {
 // normal run promptly; each run's sandbox container is gone and so is its
 // cgroup, which was seen while a run lived (so the check looks in the
 // right place). With no runs it checks only the normal run. What
-// startMCP's cleanup checks when the server exits (tasks, snapshots,
+// m.start's cleanup checks when the server exits (tasks, snapshots,
 // shims, mounts, state directory) comes on top.
 func afterCase(t *testing.T, s *mcpServer, runs ...hostileRun) {
 	t.Helper()
@@ -599,8 +629,8 @@ func leftOf(t *testing.T, ids []string) []string {
 }
 
 // serverPID returns the pid of the one running code-sandbox-mcp binary this
-// test run built: tests of a package run one at a time, and each startMCP
-// starts one server.
+// test run built: tests of a package run one at a time, and each mode of
+// the isolation suite starts one server (startMCP or startMCPHTTP).
 func serverPID(t *testing.T) int {
 	t.Helper()
 	bin := mcpBinary(t)

@@ -33,7 +33,7 @@ const usage = `code-sandbox-mcp runs code in fresh, hardened containerd containe
 usage:
   code-sandbox-mcp [GLOBAL FLAGS]                  serve MCP over stdio
   code-sandbox-mcp [GLOBAL FLAGS] --http ADDR [--auth-tokens FILE] [--allowed-origins A,B]
-                   [--tls-cert FILE --tls-key FILE]
+                   [--tls-cert FILE --tls-key FILE] [--shutdown-grace D]
                                                    serve MCP over streamable HTTP at /mcp
                                                    (GET /healthz: 200 once every image is ready;
                                                    GET /metrics: Prometheus metrics, same checks as /mcp)
@@ -61,13 +61,15 @@ serve flags (stdio and --http; before any subcommand):
                             to FILE, hash-chained JSON Lines ("-": stderr; config [audit] path);
                             SIGHUP reopens FILE instead of stopping the server
 
-HTTP flags (before any subcommand):
+HTTP flags (serving only: with --http, and no subcommand):
   --http ADDR               serve streamable HTTP on ADDR (HOST:PORT) instead of stdio
   --auth-tokens FILE        token file, "NAME SHA256HEX" a line (config [http] auth_tokens);
                             without it ADDR must be loopback
   --allowed-origins A,B     browser origins allowed to call (config [http] allowed_origins)
   --tls-cert FILE, --tls-key FILE
                             serve HTTPS with this certificate and key
+  --shutdown-grace D        on SIGTERM, how long calls in flight may finish before
+                            they are cancelled (default 30s; 0 cancels them at once)
   --metrics-addr ADDR       serve GET /metrics on ADDR (HOST:PORT) instead, also over stdio
                             (config [http] metrics_addr); it asks for --auth-tokens' tokens
                             if given, and without them ADDR must be loopback
@@ -139,7 +141,57 @@ func newGlobalFlagSet(g *globals, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&g.http.tlsKey, "tls-key", "", "TLS key `file` for --http")
 	fs.StringVar(&g.http.metricsAddr, "metrics-addr", "", "serve /metrics on `addr` (HOST:PORT)")
 	fs.StringVar(&g.auditLog, "audit-log", "", "audit log `file` (\"-\": stderr)")
+	fs.DurationVar(&g.http.grace, "shutdown-grace", defaultGrace, "on SIGTERM, how long calls in flight may finish (`duration`)")
 	return fs
+}
+
+// httpFlagNames are the flags newGlobalFlagSet adds for serving over
+// HTTP: they mean nothing without --http, nor to a subcommand; but
+// --auth-tokens and --allowed-origins also guard --metrics-addr.
+var httpFlagNames = []string{"http", "auth-tokens", "allowed-origins", "tls-cert", "tls-key", "shutdown-grace"}
+
+// serveFlagNames are the flags that mean something to serving only, over
+// stdio or HTTP.
+var serveFlagNames = append([]string{"metrics-addr", "audit-log"}, httpFlagNames...)
+
+// misplacedHTTPFlags checks where the serving flags that fs (the global
+// flag set, parsed) was given go: to serving, and among them the HTTP
+// ones with --http (or, for those that guard it, --metrics-addr). cmd is
+// the subcommand, "" for none.
+func misplacedHTTPFlags(fs *flag.FlagSet, cmd string) error {
+	var given, needHTTP []string
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, name := range serveFlagNames {
+		if !set[name] {
+			continue
+		}
+		given = append(given, "--"+name)
+		guardsMetrics := name == "auth-tokens" || name == "allowed-origins"
+		if slices.Contains(httpFlagNames, name) && name != "http" && !(guardsMetrics && set["metrics-addr"]) {
+			needHTTP = append(needHTTP, "--"+name)
+		}
+	}
+	switch {
+	case len(given) == 0:
+		return nil
+	case cmd != "" && cmd != "serve":
+		return fmt.Errorf("%s is for serving, and %s does not serve: drop it, or serve with `code-sandbox-mcp [--http ADDR] ...` and no subcommand", strings.Join(given, ", "), cmd)
+	case len(needHTTP) > 0 && !set["http"]:
+		return fmt.Errorf("%s is for the HTTP transport: give --http ADDR too, or drop it to serve over stdio", strings.Join(needHTTP, ", "))
+	}
+	return nil
+}
+
+// refuseHTTPFlags adds the HTTP flags to fs, a subcommand's flag set, as
+// flags that refuse any value and say where they go: after a subcommand
+// they would otherwise be "not defined", which does not say that.
+func refuseHTTPFlags(fs *flag.FlagSet, cmd string) {
+	for _, name := range serveFlagNames {
+		fs.Func(name, "serving only", func(string) error {
+			return fmt.Errorf("--%s is for serving, and %s does not serve: serve with `code-sandbox-mcp --http ADDR ...` and no subcommand", name, cmd)
+		})
+	}
 }
 
 // lookupFunc reads an environment variable, as os.LookupEnv does.
@@ -159,6 +211,12 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 	cmd := ""
 	if len(args) > 0 {
 		cmd, args = args[0], args[1:]
+	}
+	if cmd != "help" && cmd != "-h" && cmd != "--help" {
+		if err := misplacedHTTPFlags(fs, cmd); err != nil {
+			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
+			return exitUsage
+		}
 	}
 
 	switch cmd {
@@ -195,6 +253,7 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	sub.SetOutput(stderr)
 	g.register(sub)
+	refuseHTTPFlags(sub, cmd)
 
 	// The logger is made after the subcommand's flags are parsed, so that
 	// --log-level after the subcommand counts.

@@ -257,3 +257,34 @@ func TestOneShotKeepsNoPools(t *testing.T) {
 		t.Errorf("oneShot(cobol): got %d languages; want the 2 configured", len(got.Languages))
 	}
 }
+
+// The HTTP flags serve: before a subcommand they were taken and then
+// ignored (`--http :8080 images list` listed images and served nothing),
+// and without --http the others were ignored too. Each is a usage error
+// that says where the flag goes, before anything connects.
+func TestHTTPFlagsOnlyWhereTheyServe(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		stderrPart string
+	}{
+		{[]string{"--http", "127.0.0.1:0", "images", "list"}, "--http is for serving, and images does not serve"},
+		{[]string{"--http", "127.0.0.1:0", "doctor"}, "doctor does not serve"},
+		{[]string{"--tls-cert", "c.pem", "--http", "127.0.0.1:0", "run", "--language", "python", "--code", "x"}, "--http, --tls-cert is for serving"},
+		{[]string{"--shutdown-grace", "5s", "version"}, "version does not serve"},
+		{[]string{"run", "--http", "127.0.0.1:0", "--language", "python", "--code", "x"}, "--http is for serving, and run does not serve"},
+		{[]string{"doctor", "--auth-tokens", "tokens"}, "--auth-tokens is for serving, and doctor does not serve"},
+		{[]string{"--auth-tokens", "tokens"}, "give --http ADDR too"},
+		{[]string{"--shutdown-grace", "5s", "serve"}, "give --http ADDR too"},
+		{[]string{"--http", "127.0.0.1:0", "--shutdown-grace", "-1s"}, "--shutdown-grace -1s: want a duration of 0 or more"},
+		{[]string{"--audit-log", "a.log", "images", "list"}, "--audit-log is for serving, and images does not serve"},
+		{[]string{"--metrics-addr", "127.0.0.1:0", "doctor"}, "--metrics-addr is for serving"},
+		{[]string{"run", "--audit-log", "a.log", "--language", "python", "--code", "x"}, "--audit-log is for serving, and run does not serve"},
+		{[]string{"--metrics-addr", "127.0.0.1:0", "--auth-tokens", "t", "--tls-cert", "c.pem"}, "--tls-cert is for the HTTP transport"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, tempDirsEnv(t))
+		if code != exitUsage || !strings.Contains(stderr.String(), tc.stderrPart) {
+			t.Errorf("%q: exit %d, stderr %q; want %d and stderr with %q", tc.args, code, stderr.String(), exitUsage, tc.stderrPart)
+		}
+	}
+}

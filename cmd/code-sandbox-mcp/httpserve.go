@@ -8,19 +8,25 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
+	"github.com/containerd/errdefs"
 	"github.com/mark3labs/mcp-go/server"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/clientlimit"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
 )
 
 const (
-	// httpGrace is how long a SIGTERM lets in-flight HTTP calls finish
-	// before they are cancelled (which kills their sandboxes).
-	httpGrace = 30 * time.Second
+	// defaultGrace is how long a SIGTERM lets in-flight HTTP calls finish
+	// before they are cancelled (which kills their sandboxes), unless
+	// --shutdown-grace says otherwise.
+	defaultGrace = 30 * time.Second
 	// healthTimeout bounds one /healthz check.
 	healthTimeout = 5 * time.Second
 	// readHeaderTimeout bounds how long a client may take to send a
@@ -35,6 +41,7 @@ type httpFlags struct {
 	origins    namesFlag
 	tlsCert    string
 	tlsKey     string
+	grace      time.Duration // --shutdown-grace
 	// metricsAddr is the listener of /metrics's own (see telemetry).
 	metricsAddr string
 }
@@ -50,13 +57,18 @@ type httpSettings struct {
 	tel *telemetry
 	// authFailed, if set, is told of each request refused for its token.
 	authFailed func(r *http.Request, reason string)
+	// grace is how long calls in flight may finish after SIGTERM.
+	grace time.Duration
 }
 
 // resolveHTTP applies the flags over cfg's [http] table, loads the token
 // file and checks what is not allowed: a listener beyond loopback without
 // tokens, half a TLS pair, an origin that is not one.
 func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
-	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, origins: cfg.HTTP.AllowedOrigins}
+	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, origins: cfg.HTTP.AllowedOrigins, grace: f.grace}
+	if hs.grace < 0 {
+		return hs, fmt.Errorf("--shutdown-grace %s: want a duration of 0 or more, such as 30s", hs.grace)
+	}
 	if f.origins.set {
 		hs.origins = f.origins.names
 	}
@@ -121,6 +133,7 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 		}
 		return httpauth.CheckOrigin(hs.origins, h)
 	}
+	health := &healthLog{logger: logger}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", guard(mcp))
 	if m := hs.tel.besideMCP(); m != nil {
@@ -131,9 +144,11 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-store")
-		if err := ready(ctx); err != nil {
+		err := ready(ctx)
+		health.note(err)
+		if err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: %v\n", err)
+			fmt.Fprintf(w, "not ready: %s\n", notReadyReason(err))
 			return
 		}
 		fmt.Fprintln(w, "ok")
@@ -141,10 +156,67 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 	return mux
 }
 
+// notReadyReason is what /healthz, which anyone who reaches the port may
+// ask, says of err: a class, never err itself, which can name images,
+// paths and the containerd socket. The full reason is in the log.
+func notReadyReason(err error) string {
+	switch {
+	case errors.Is(err, errShuttingDown):
+		return "the server is shutting down"
+	case errors.Is(err, errNotConnected), errors.Is(err, exec.ErrNotAnswering), errdefs.IsUnavailable(err),
+		grpcCode(err) == codes.Unavailable, grpcCode(err) == codes.DeadlineExceeded:
+		return "containerd is not answering"
+	default:
+		// The rest of what Ready reports is per language: an image
+		// missing (errdefs NotFound), failing to pull or to prepare, or
+		// still being prepared.
+		return "an image is not ready"
+	}
+}
+
+// grpcCode is the code of the first gRPC status in err's tree, OK if
+// there is none.
+func grpcCode(err error) codes.Code {
+	var s interface{ GRPCStatus() *status.Status }
+	if errors.As(err, &s) {
+		return s.GRPCStatus().Code()
+	}
+	return codes.OK
+}
+
+// healthLog logs, at warn, why the server is not ready, once per change
+// of the reason (a probe every few seconds would repeat it otherwise),
+// and once, at info, that it is ready again.
+type healthLog struct {
+	logger *slog.Logger
+	mu     sync.Mutex
+	last   string // the last reason logged; "" when ready
+}
+
+// note logs err if it differs from the last reason.
+func (h *healthLog) note(err error) {
+	reason := ""
+	if err != nil {
+		reason = err.Error()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if reason == h.last {
+		return
+	}
+	switch {
+	case err != nil:
+		h.logger.Warn("/healthz: not ready", "err", err)
+	case h.last != "":
+		h.logger.Info("/healthz: ready again")
+	}
+	h.last = reason
+}
+
 // serveHTTP serves MCP over streamable HTTP at /mcp on hs.addr, each
 // client within clientLimits, until ctx is cancelled (SIGINT, SIGTERM).
-// Then it stops accepting, lets the calls
-// in flight finish for up to httpGrace, cancels those left, and closes
+// Then it stops accepting, lets the calls in flight finish for up to
+// hs.grace, cancels those left, and closes
 // the executor as stdio does.
 func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, aud *auditor, logger *slog.Logger) error {
 	set, unset := passEnvNames(cfg, env)
@@ -219,8 +291,8 @@ func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, re
 		return fmt.Errorf("serve HTTP: %w", err)
 	case <-ctx.Done():
 	}
-	logger.Info("shutting down; in-flight calls may finish", "reason", context.Cause(ctx), "grace", httpGrace)
-	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpGrace)
+	logger.Info("shutting down; in-flight calls may finish", "reason", context.Cause(ctx), "grace", hs.grace)
+	gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hs.grace)
 	defer cancel()
 	if err := srv.Shutdown(gctx); err != nil {
 		logger.Warn("calls still in flight after the grace period are cancelled", "err", err)

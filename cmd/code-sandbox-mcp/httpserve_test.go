@@ -1,6 +1,13 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,8 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/errdefs"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
 )
 
 func TestResolveHTTP(t *testing.T) {
@@ -50,5 +62,54 @@ func TestClientLimits(t *testing.T) {
 	want := map[string]time.Duration{"run_python_code": 10 * time.Second, "run_js_code": 30 * time.Second}
 	if cl.Concurrency != 3 || cl.Rate != 30 || cl.Burst != 3 || !reflect.DeepEqual(cl.Tools, want) || cl.Principal == nil {
 		t.Errorf("clientLimits = concurrency %d, rate %d, burst %d, tools %v; want 3, 30, 3, %v", cl.Concurrency, cl.Rate, cl.Burst, cl.Tools, want)
+	}
+}
+
+// /healthz needs no token, so its body says only what kind of problem
+// there is; the reason, which names images, paths and the socket, goes to
+// the log, once per change.
+func TestHealthzSaysLittleAndLogsOnce(t *testing.T) {
+	const secret = "localhost/private/python:1 at /var/lib/secret"
+	var readyErr error
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	h := httpHandler(http.NotFoundHandler(), httpSettings{}, func(context.Context) error { return readyErr }, logger)
+	get := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"image missing", fmt.Errorf("python: image %s: %w", secret, errdefs.ErrNotFound), "not ready: an image is not ready\n"},
+		{"image failing", fmt.Errorf("python: prepare %s: %w", secret, errors.New("unpack: no space")), "not ready: an image is not ready\n"},
+		{"containerd gone", fmt.Errorf("containerd does not answer: %w", status.Error(codes.Unavailable, "dial unix "+secret)), "not ready: containerd is not answering\n"},
+		{"containerd hangs", fmt.Errorf("python: %w", fmt.Errorf("%w: %s", exec.ErrNotAnswering, secret)), "not ready: containerd is not answering\n"},
+		{"not connected", fmt.Errorf("%w: %s", errNotConnected, secret), "not ready: containerd is not answering\n"},
+		{"shutting down", errShuttingDown, "not ready: the server is shutting down\n"},
+		{"ready", nil, "ok\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			readyErr = tc.err
+			logs.Reset()
+			for range 3 {
+				code, body := get()
+				if want := map[bool]int{true: 200, false: 503}[tc.err == nil]; code != want || body != tc.want {
+					t.Errorf("got %d %q; want %d %q", code, body, want, tc.want)
+				}
+			}
+			if tc.err == nil {
+				if n := strings.Count(logs.String(), "ready again"); n != 1 {
+					t.Errorf("log %q; want one line saying it is ready again", logs.String())
+				}
+				return
+			}
+			if n := strings.Count(logs.String(), "level=WARN"); n != 1 || !strings.Contains(logs.String(), strings.ReplaceAll(tc.err.Error(), `"`, `\"`)) {
+				t.Errorf("log %q; want the full reason once at warn for three probes", logs.String())
+			}
+		})
 	}
 }

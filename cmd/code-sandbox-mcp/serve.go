@@ -53,6 +53,10 @@ func connect(ec exec.Config, logger *slog.Logger) newExecutorFunc {
 // errShuttingDown is what a call gets once the executor is closed.
 var errShuttingDown = errors.New("the server is shutting down")
 
+// errNotConnected marks a readiness check that could not connect to
+// containerd (or make the executor at all).
+var errNotConnected = errors.New("not connected to containerd")
+
 // lazyExecutor connects to containerd on first use and again after a
 // failure, so that a server started before containerd (or before its
 // images were imported) recovers without a restart, and each call's error
@@ -145,8 +149,11 @@ func (l *lazyExecutor) Sessions(owner string) []exec.SessionInfo {
 // can run every language now (see exec.Executor.Ready).
 func (l *lazyExecutor) Ready(ctx context.Context) error {
 	ex, err := l.get(ctx)
-	if err != nil {
+	if errors.Is(err, errShuttingDown) {
 		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errNotConnected, err)
 	}
 	return ex.Ready(ctx)
 }
