@@ -261,16 +261,36 @@ func clientLimits(cfg *config.Config) clientlimit.Config {
 	}
 }
 
+// endOnShutdown ends the GET requests next serves (server-sent event
+// streams) when streams is cancelled.
+func endOnShutdown(streams context.Context, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			defer context.AfterFunc(streams, cancel)()
+			r = r.WithContext(ctx)
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // serveListener is serveHTTP's transport on the listener ln.
 func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, ready func(context.Context) error, hs httpSettings, logger *slog.Logger) error {
 	sessions := newMCPSessions()
 	mcp := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), server.WithStreamableHTTPLogger(logger),
 		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(mcpSessionIdle))
+	// A client's GET stream of server messages never goes idle, so
+	// Shutdown would wait the whole grace for it: streams end as soon as
+	// the shutdown begins. Calls in flight are POSTs and may finish.
+	streams, endStreams := context.WithCancel(context.Background())
+	defer endStreams()
 	srv := &http.Server{
-		Handler:           httpHandler(sessions.check(mcp), hs, ready, logger),
+		Handler:           httpHandler(sessions.check(endOnShutdown(streams, mcp)), hs, ready, logger),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(endStreams)
 	useTLS := hs.tlsCert != ""
 	if !hs.loopback && !useTLS {
 		logger.Warn("serving HTTP beyond loopback without TLS: tokens and code cross the network in clear; give --tls-cert and --tls-key, or put a TLS proxy in front")

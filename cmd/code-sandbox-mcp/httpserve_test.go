@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -111,5 +114,61 @@ func TestHealthzSaysLittleAndLogsOnce(t *testing.T) {
 				t.Errorf("log %q; want the full reason once at warn for three probes", logs.String())
 			}
 		})
+	}
+}
+
+// A client's open GET stream does not hold a SIGTERM for the whole grace:
+// the stream ends when the shutdown begins, and the server is gone at
+// once.
+func TestShutdownEndsStreams(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() {
+		served <- serveListener(ctx, ln, server.NewMCPServer("test", "1"), func(context.Context) error { return nil },
+			httpSettings{loopback: true, grace: 20 * time.Second}, slog.New(slog.DiscardHandler))
+	}()
+	base := "http://" + ln.Addr().String() + "/mcp"
+	do := func(method, id, body string) *http.Response {
+		req, _ := http.NewRequest(method, base, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		if id != "" {
+			req.Header.Set(server.HeaderKeySessionID, id)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	initialized := do(http.MethodPost, "", initializeBody)
+	initialized.Body.Close()
+	id := initialized.Header.Get(server.HeaderKeySessionID)
+	stream := do(http.MethodGet, id, "")
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET stream: %d", stream.StatusCode)
+	}
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server still waits for the open stream 10s after the shutdown began")
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the shutdown took %s with a stream open; want it at once", d)
+	}
+	if _, err := io.ReadAll(stream.Body); err != nil {
+		t.Logf("the stream ended with %v", err)
 	}
 }
