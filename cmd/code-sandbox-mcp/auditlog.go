@@ -73,6 +73,14 @@ type auditor struct {
 	mu      sync.Mutex
 	running int
 	drained chan struct{}
+
+	// The auth_failed ration (see authFailed): tokens at authAt, and
+	// the records left out since the last one written. now reads the
+	// clock; nil is time.Now.
+	authTokens     float64
+	authAt         time.Time
+	authSuppressed int
+	now            func() time.Time
 }
 
 // shutdownDrain bounds how long shutdown waits for the runs in flight to
@@ -497,16 +505,53 @@ func (a *auditor) observe(ec exec.Config) exec.Config {
 	return ec
 }
 
-// authFailed records a request refused for its token; reason is one of
-// httpauth's fixed few, which never hold the token.
+// Anyone who reaches the port can fail authentication, as often as they
+// like: the auth_failed records are rationed to authFailedBurst at once
+// and authFailedPerSecond after that, so that a flood of bad requests
+// cannot fill the disk or keep it busy with fsyncs. The next record
+// written counts those left out in "suppressed" (the metric
+// code_sandbox_auth_failures_total counts them all).
+const (
+	authFailedBurst     = 20
+	authFailedPerSecond = 1
+)
+
+// authFailed records a request refused for its token, within the ration;
+// reason is one of httpauth's fixed few, which never hold the token.
 func (a *auditor) authFailed(r *http.Request, reason string) {
 	if a == nil {
 		return
 	}
+	a.mu.Lock()
+	now := a.clock()
+	if a.authAt.IsZero() {
+		a.authTokens = authFailedBurst
+	} else {
+		a.authTokens = min(authFailedBurst, a.authTokens+now.Sub(a.authAt).Seconds()*authFailedPerSecond)
+	}
+	a.authAt = now
+	if a.authTokens < 1 {
+		a.authSuppressed++
+		a.mu.Unlock()
+		return
+	}
+	a.authTokens--
+	suppressed := a.authSuppressed
+	a.authSuppressed = 0
+	a.mu.Unlock()
 	a.write(eventAuthFailed, struct {
-		Remote string `json:"remote"`
-		Reason string `json:"reason"`
-	}{r.RemoteAddr, reason})
+		Remote     string `json:"remote"`
+		Reason     string `json:"reason"`
+		Suppressed int    `json:"suppressed,omitempty"`
+	}{r.RemoteAddr, reason, suppressed})
+}
+
+// clock is the time for the auth_failed ration.
+func (a *auditor) clock() time.Time {
+	if a.now != nil {
+		return a.now()
+	}
+	return time.Now()
 }
 
 // errHangup is the shutdown cause of a SIGHUP without an audit log, as

@@ -525,3 +525,26 @@ func TestAuditShutdownWaitsForRuns(t *testing.T) {
 		t.Errorf("events %s; want %s", got, want)
 	}
 }
+
+// A flood of bad tokens writes at most authFailedBurst records at once,
+// then authFailedPerSecond; the next record counts those left out.
+func TestAuditAuthFailedRationed(t *testing.T) {
+	a, _, path := newTestAuditor(t, false)
+	now := time.Unix(1_000_000, 0)
+	a.now = func() time.Time { return now }
+	r := httptest.NewRequest("POST", "/mcp", nil)
+	for range 1000 {
+		a.authFailed(r, "missing")
+	}
+	recs, _ := records(t, path)
+	if len(recs) != authFailedBurst {
+		t.Fatalf("1000 failures at once wrote %d records; want %d", len(recs), authFailedBurst)
+	}
+	now = now.Add(time.Second / authFailedPerSecond)
+	a.authFailed(r, "missing")
+	recs, _ = records(t, path)
+	last := recs[len(recs)-1]
+	if len(recs) != authFailedBurst+1 || last["suppressed"] != float64(1000-authFailedBurst) {
+		t.Fatalf("after a second: %d records, the last %v; want %d, suppressed %d", len(recs), last, authFailedBurst+1, 1000-authFailedBurst)
+	}
+}
