@@ -92,7 +92,7 @@ func TestHTTPLimitsConcurrency(t *testing.T) {
 	first := make(chan outcome, 1)
 	go func() {
 		res, err := alice.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code",
-			Arguments: map[string]any{"code": "import time\ntime.sleep(10)\nprint('slept')", "timeout_seconds": 20}}})
+			Arguments: map[string]any{"code": "import time\ntime.sleep(5)\nprint('slept')", "timeout_seconds": 20}}})
 		if err != nil {
 			first <- outcome{text: err.Error(), isErr: true}
 			return
