@@ -87,13 +87,31 @@ func sameWorkspace(pid uint32, ws string) error {
 }
 
 // removeRunDir unmounts a run directory's workspace, if it is mounted,
-// and removes the directory.
+// and removes the directory. A directory that was not empty when
+// RemoveAll came to remove it (an entry appeared while it went: seen once
+// in a full integration run, in a session's code/, cause unknown) is
+// tried again a few times; if it still holds something, the error names
+// what.
 func removeRunDir(dir string) error {
 	mp := filepath.Join(dir, workspaceDir)
 	if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return fmt.Errorf("unmount workspace %s: %w", mp, err)
 	}
-	return os.RemoveAll(dir)
+	var err error
+	for i := range 5 {
+		if err = os.RemoveAll(dir); err == nil || !errors.Is(err, unix.ENOTEMPTY) {
+			return err
+		}
+		time.Sleep(time.Duration(i+1) * 20 * time.Millisecond)
+	}
+	var left []string
+	filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if p != dir && len(left) < 10 {
+			left = append(left, p)
+		}
+		return nil
+	})
+	return fmt.Errorf("%w; left: %q", err, left)
 }
 
 // CheckFile reports what is wrong with path as the path of a file in a
