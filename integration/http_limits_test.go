@@ -149,7 +149,7 @@ var retryIn = regexp.MustCompile(`Retry in ([0-9.]+) s\.$`)
 func TestHTTPLimitsRate(t *testing.T) {
 	path, tokens := tokenFile(t, "alice", "bob")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path},
-		config: "[http]\nrate_limit = 6\nrate_burst = 2\n" + noPools})
+		config: "[http]\nrate_limit = 15\nrate_burst = 2\n" + noPools})
 	alice, bob := s.connect(t, tokens["alice"]), s.connect(t, tokens["bob"])
 	ctx := testContext(t)
 	for i := range 2 {
@@ -159,14 +159,14 @@ func TestHTTPLimitsRate(t *testing.T) {
 	}
 	watch := watchStarts(t)
 	text, isErr := callRaw(ctx, t, alice, "run_python_code", code("print('third')"), nil)
-	want := "Rate limit: each client may make 6 tool calls a minute (rate_limit), 2 at once (rate_burst), so this call was not run. "
+	want := "Rate limit: each client may make 15 tool calls a minute (rate_limit), 2 at once (rate_burst), so this call was not run. "
 	m := retryIn.FindStringSubmatch(text)
 	if !isErr || !strings.HasPrefix(text, want) || m == nil {
 		t.Fatalf("alice's 3rd quick call: %q, isError %v; want %q, then Retry in N s.", text, isErr, want)
 	}
 	sec, _ := strconv.ParseFloat(m[1], 64)
-	if sec <= 0 || sec > 10 {
-		t.Errorf("retry in %v s; want at most 10 s, a call's worth at 6 a minute", sec)
+	if sec <= 0 || sec > 4 {
+		t.Errorf("retry in %v s; want at most 4 s, a call's worth at 15 a minute", sec)
 	}
 	watch.flush(t)
 	if c := watch.createdContainers(); len(c) > 0 {

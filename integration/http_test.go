@@ -344,6 +344,14 @@ func startMCPHTTP(t *testing.T, spec serverSpec) *mcpServer {
 	t.Helper()
 	path, tokens := tokenFile(t, "isolation")
 	spec.args = append(append([]string{}, spec.args...), "--auth-tokens", path)
+	// The suite's one client may use the whole server, as over stdio:
+	// the per-client shares are tested on their own (http_limits_test.go)
+	// and would refuse some of a case's concurrent hostile runs.
+	concurrency := spec.concurrency
+	if concurrency == 0 {
+		concurrency = 4
+	}
+	spec.config += fmt.Sprintf("\n[http]\nper_client_concurrency = %d\nrate_limit = 0\n", concurrency)
 	// Before the server starts: its pool starts sandboxes at once.
 	watch := watchStarts(t)
 	h := startHTTP(t, spec)

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -57,35 +58,84 @@ func withTimeout(sec int) hostileOpt {
 // is the session driver (exec/drivers), the program running inside it, or
 // one-shot through the server's streamable HTTP transport (issue 14)
 // instead of stdio, with a token, as a remote client would.
-// Every case runs in each mode, as subtests named after the mode, with a
-// server of its own (m.start) and the same assertions; where a session
-// legitimately differs, the case says so next to the difference.
+// Every case runs in each mode, as subtests named after the mode, with
+// the same assertions; where a session legitimately differs, the case
+// says so next to the difference. The two stdio modes share one server
+// (m.start), the http mode has its own.
 type mode struct {
 	name    string // "oneshot", "session" or "http": the subtest's name
 	session bool
 	http    bool // the server serves --http, the client is mcp-go's streamable HTTP one
+	// stdio is the test's server over stdio, shared by its stdio modes.
+	stdio *stdioServer
 }
 
 var modes = []mode{{name: "oneshot"}, {name: "session", session: true}, {name: "http", http: true}}
 
 // eachMode runs f once per mode, as the subtests TEST/oneshot,
-// TEST/session and TEST/http.
+// TEST/session and TEST/http. The stdio modes share one server, as the
+// suite had one server per test before the http mode: a server's start
+// and exit, with its pool, cost a second or more, per test and mode. It
+// stops when TEST ends, or before TEST/http, so that one server runs at a
+// time (serverPID).
 func eachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	t.Helper()
+	stdio := &stdioServer{t: t}
+	t.Cleanup(stdio.stop)
 	for _, m := range modes {
+		m.stdio = stdio
+		if m.http {
+			stdio.stop()
+		}
 		t.Run(m.name, func(t *testing.T) { f(t, m) })
 	}
 }
 
-// start starts the server of spec for mode m: over stdio (startMCP), or
-// over HTTP (startMCPHTTP). Either way nothing may be left when the
-// (sub)test ends.
+// stdioServer is a test's one server over stdio, started by the first
+// stdio mode that asks and stopped by stop (in the test's goroutine),
+// which then checks what its exit left as startMCP's cleanup does.
+type stdioServer struct {
+	t     *testing.T // the test, which owns the server
+	spec  serverSpec
+	s     *mcpServer
+	stops []func()
+}
+
+// get returns the server of spec, starting it if need be; t is the
+// subtest asking.
+func (x *stdioServer) get(t *testing.T, spec serverSpec) *mcpServer {
+	t.Helper()
+	if x.s != nil {
+		if !reflect.DeepEqual(spec, x.spec) {
+			t.Fatalf("the stdio modes of %s ask for two servers (%+v, %+v); they share one", x.t.Name(), x.spec, spec)
+		}
+		return x.s
+	}
+	x.spec = spec
+	x.s = startMCPUntil(x.t, spec, func(f func()) { x.stops = append(x.stops, f) })
+	return x.s
+}
+
+// stop stops the server, if one runs, and runs the checks of its exit.
+func (x *stdioServer) stop() {
+	for i := len(x.stops) - 1; i >= 0; i-- {
+		x.stops[i]()
+	}
+	x.stops, x.s = nil, nil
+}
+
+// start starts the server of spec for mode m: over stdio, shared by the
+// stdio modes of the test (startMCP's), or over HTTP (startMCPHTTP).
+// Either way nothing may be left when its server exits.
 func (m mode) start(t *testing.T, spec serverSpec) *mcpServer {
 	t.Helper()
 	if m.http {
 		return startMCPHTTP(t, spec)
 	}
-	return startMCP(t, spec)
+	if m.stdio == nil {
+		return startMCP(t, spec)
+	}
+	return m.stdio.get(t, spec)
 }
 
 // rawClient speaks JSON-RPC to a server without an MCP client: lines on
@@ -100,6 +150,11 @@ func (m mode) startRaw(t *testing.T) rawClient {
 	t.Helper()
 	if m.http {
 		return startRawHTTP(t)
+	}
+	if m.stdio != nil {
+		// One server at a time: what the raw one's exit leaves is checked
+		// across the namespace.
+		m.stdio.stop()
 	}
 	return startRaw(t)
 }

@@ -148,6 +148,13 @@ type mcpServer struct {
 // nothing may be left in containerd or the state directory.
 func startMCP(t *testing.T, spec serverSpec) *mcpServer {
 	t.Helper()
+	return startMCPUntil(t, spec, t.Cleanup)
+}
+
+// startMCPUntil is startMCP with the server's stop, and the checks of
+// what its exit left, registered by until instead of t.Cleanup.
+func startMCPUntil(t *testing.T, spec serverSpec, until func(func())) *mcpServer {
+	t.Helper()
 	cmd, stateDir := serverCommand(t, spec)
 	// Before the server starts: its pool starts sandboxes at once.
 	watch := watchStarts(t)
@@ -158,7 +165,7 @@ func startMCP(t *testing.T, spec serverSpec) *mcpServer {
 			return cmd, nil
 		}))
 	c := client.NewClient(tr)
-	t.Cleanup(func() {
+	until(func() {
 		assertNoLeftovers(t, stateDir)
 		if strings.Contains(stderr.String(), "panic") {
 			t.Errorf("server stderr has a panic:\n%s", stderr)
@@ -170,7 +177,7 @@ func startMCP(t *testing.T, spec serverSpec) *mcpServer {
 			t.Logf("server stderr:\n%s", stderr)
 		}
 	})
-	t.Cleanup(func() {
+	until(func() {
 		if err := c.Close(); err != nil {
 			t.Errorf("close the client (the server's exit): %v", err)
 		}
