@@ -9,7 +9,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -26,9 +25,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 )
@@ -38,41 +34,18 @@ import (
 // the exit; the test's cleanup calls it too.
 func startAudited(t *testing.T, spec serverSpec) (*mcpServer, *osexec.Cmd, func()) {
 	t.Helper()
-	cmd, stateDir := serverCommand(t, spec)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
-		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
-			return cmd, nil
-		}))
-	c := client.NewClient(tr)
+	var stops []func()
+	s := startMCPUntil(t, spec, func(f func()) { stops = append(stops, f) })
 	var once sync.Once
 	stop := func() {
 		once.Do(func() {
-			if err := c.Close(); err != nil {
-				t.Errorf("close the client (the server's exit): %v", err)
+			for i := len(stops) - 1; i >= 0; i-- {
+				stops[i]()
 			}
 		})
 	}
-	t.Cleanup(func() {
-		assertNoLeftovers(t, stateDir)
-		if s := stderr.String(); strings.Contains(s, "panic") || strings.Contains(s, "WARNING: DATA RACE") {
-			t.Errorf("server stderr has a panic or a race:\n%s", s)
-		} else if t.Failed() {
-			t.Logf("server stderr:\n%s", s)
-		}
-	})
 	t.Cleanup(stop)
-	ctx := testContext(t)
-	if err := c.Start(ctx); err != nil {
-		t.Fatalf("start %s: %v", cmd.Path, err)
-	}
-	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ClientInfo: mcp.Implementation{Name: "integration-audit", Version: "1"},
-	}}); err != nil {
-		t.Fatalf("initialize: %v\nstderr:\n%s", err, stderr)
-	}
-	return &mcpServer{c: c, stderr: stderr, stateDir: stateDir}, cmd, stop
+	return s, s.cmd, stop
 }
 
 // randomSecret is a value that cannot be in the log by chance.

@@ -141,6 +141,8 @@ type mcpServer struct {
 	// stateDir is the server's state directory, which holds each run's
 	// program directory.
 	stateDir string
+	// cmd is the server's process, over stdio; nil over HTTP.
+	cmd *osexec.Cmd
 }
 
 // startMCP starts the binary and initializes an MCP session with it. When
@@ -195,7 +197,7 @@ func startMCPUntil(t *testing.T, spec serverSpec, until func(func())) *mcpServer
 	if ir.ServerInfo.Name != "code-sandbox-mcp" {
 		t.Errorf("server name %q; want code-sandbox-mcp", ir.ServerInfo.Name)
 	}
-	return &mcpServer{c: c, stderr: stderr, watch: watch, stateDir: stateDir}
+	return &mcpServer{c: c, stderr: stderr, watch: watch, stateDir: stateDir, cmd: cmd}
 }
 
 // toolResult is a call's result, decoded.

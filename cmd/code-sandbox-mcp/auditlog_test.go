@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -19,8 +18,6 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/audit"
@@ -272,22 +269,7 @@ func TestAuditRefusalReachesTheModel(t *testing.T) {
 			return &exec.Result{}, nil
 		}), nil
 	}
-	clientRead, serverWrite := io.Pipe()
-	serverRead, clientWrite := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- serveWith(t.Context(), cfg, newExecutor, nil, serverRead, serverWrite, a, slog.New(slog.DiscardHandler))
-		serverWrite.Close()
-	}()
-	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	var init mcp.InitializeRequest
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	if _, err := c.Initialize(t.Context(), init); err != nil {
-		t.Fatal(err)
-	}
+	c, stop := serveOverPipes(t, cfg, newExecutor, a)
 	res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "print(1)"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -299,10 +281,7 @@ func TestAuditRefusalReachesTheModel(t *testing.T) {
 	if ran.Load() {
 		t.Error("the program ran without its record")
 	}
-	c.Close()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	stop()
 }
 
 // runFunc is an executor that runs with f and has no sessions.

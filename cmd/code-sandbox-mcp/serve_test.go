@@ -253,22 +253,7 @@ func TestServeNamesTheImportCommand(t *testing.T) {
 	newExecutor := func(context.Context) (executor, error) {
 		return failingExecutor{err: fmt.Errorf("image x is not in containerd namespace elsewhere: %w", errdefs.ErrNotFound)}, nil
 	}
-	clientRead, serverWrite := io.Pipe()
-	serverRead, clientWrite := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- serveWith(t.Context(), cfg, newExecutor, nil, serverRead, serverWrite, nil, slog.New(slog.DiscardHandler))
-		serverWrite.Close()
-	}()
-	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	var init mcp.InitializeRequest
-	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
-	if _, err := c.Initialize(t.Context(), init); err != nil {
-		t.Fatal(err)
-	}
+	c, stop := serveOverPipes(t, cfg, newExecutor, nil)
 	res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "print(1)"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -284,8 +269,35 @@ func TestServeNamesTheImportCommand(t *testing.T) {
 	if !slices.ContainsFunc(tools.Tools, func(tool mcp.Tool) bool { return tool.Name == "create_session" }) {
 		t.Errorf("tools %+v; want create_session with the default [sessions]", tools.Tools)
 	}
-	c.Close() // closes the server's stdin
-	if err := <-done; err != nil {
+	stop()
+}
+
+// serveOverPipes serves cfg over pipes with the executor newExecutor
+// makes and the audit log of a (nil: none), and returns an initialized
+// client of it and what stops it: the client's close, which closes the
+// server's stdin, and the wait for serveWith, which must return nil.
+func serveOverPipes(t *testing.T, cfg *config.Config, newExecutor newExecutorFunc, a *auditor) (*client.Client, func()) {
+	t.Helper()
+	clientRead, serverWrite := io.Pipe()
+	serverRead, clientWrite := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- serveWith(t.Context(), cfg, newExecutor, nil, serverRead, serverWrite, a, slog.New(slog.DiscardHandler))
+		serverWrite.Close()
+	}()
+	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))
+	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	var init mcp.InitializeRequest
+	init.Params.ProtocolVersion = mcp.LATEST_LEGACY_PROTOCOL_VERSION
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	return c, func() {
+		c.Close()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
