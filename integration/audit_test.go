@@ -25,7 +25,6 @@ import (
 	"testing"
 	"time"
 
-
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 )
 

@@ -65,17 +65,13 @@ type httpSettings struct {
 // file and checks what is not allowed: a listener beyond loopback without
 // tokens, half a TLS pair, an origin that is not one.
 func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
-	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, origins: cfg.HTTP.AllowedOrigins, grace: f.grace}
+	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, grace: f.grace}
 	if hs.grace < 0 {
 		return hs, fmt.Errorf("--shutdown-grace %s: want a duration of 0 or more, such as 30s", hs.grace)
 	}
-	if f.origins.set {
-		hs.origins = f.origins.names
-	}
-	for _, o := range hs.origins {
-		if _, err := httpauth.ParseOrigin(o); err != nil {
-			return hs, fmt.Errorf("--allowed-origins: %w", err)
-		}
+	var err error
+	if hs.tokens, hs.origins, err = guards(f, cfg); err != nil {
+		return hs, err
 	}
 	if (hs.tlsCert == "") != (hs.tlsKey == "") {
 		return hs, errors.New("--tls-cert and --tls-key go together: give both, or neither")
@@ -84,17 +80,6 @@ func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
 		if _, err := tls.LoadX509KeyPair(hs.tlsCert, hs.tlsKey); err != nil {
 			return hs, fmt.Errorf("--tls-cert, --tls-key: %w", err)
 		}
-	}
-	path := cfg.HTTP.AuthTokens
-	if f.authTokens != "" {
-		path = f.authTokens
-	}
-	if path != "" {
-		t, err := httpauth.Load(path)
-		if err != nil {
-			return hs, err
-		}
-		hs.tokens = t
 	}
 	loopback, err := httpauth.LoopbackOnly(hs.addr)
 	if err != nil {
@@ -105,6 +90,30 @@ func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
 		return hs, fmt.Errorf("--http %s listens beyond loopback without --auth-tokens, so anyone who reaches it could run code: give --auth-tokens FILE (make a token with `code-sandbox-mcp token new NAME --append FILE`), or listen on 127.0.0.1", hs.addr)
 	}
 	return hs, nil
+}
+
+// guards are what the flags, over cfg's [http] table, ask of a request to
+// /mcp or /metrics: the tokens of --auth-tokens (nil: none) and the
+// browser origins of --allowed-origins, each checked.
+func guards(f httpFlags, cfg *config.Config) (*httpauth.Tokens, []string, error) {
+	origins := cfg.HTTP.AllowedOrigins
+	if f.origins.set {
+		origins = f.origins.names
+	}
+	for _, o := range origins {
+		if _, err := httpauth.ParseOrigin(o); err != nil {
+			return nil, nil, fmt.Errorf("--allowed-origins: %w", err)
+		}
+	}
+	path := cfg.HTTP.AuthTokens
+	if f.authTokens != "" {
+		path = f.authTokens
+	}
+	if path == "" {
+		return nil, origins, nil
+	}
+	tokens, err := httpauth.Load(path)
+	return tokens, origins, err
 }
 
 // principalOf names the client of a call: the token's name over HTTP,

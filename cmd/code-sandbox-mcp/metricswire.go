@@ -42,7 +42,7 @@ type telemetry struct {
 // the flags (over [http]) say to serve them: a listener of its own beyond
 // loopback must ask for tokens, as --http must.
 func newTelemetry(f httpFlags, cfg *config.Config) (*telemetry, error) {
-	t := &telemetry{addr: cfg.HTTP.MetricsAddr, origins: cfg.HTTP.AllowedOrigins}
+	t := &telemetry{addr: cfg.HTTP.MetricsAddr}
 	t.m = metrics.New(version, cfg.Names(), t.source)
 	if f.metricsAddr != "" {
 		t.addr = f.metricsAddr
@@ -50,24 +50,9 @@ func newTelemetry(f httpFlags, cfg *config.Config) (*telemetry, error) {
 	if t.addr == "" {
 		return t, nil
 	}
-	if f.origins.set {
-		t.origins = f.origins.names
-	}
-	for _, o := range t.origins {
-		if _, err := httpauth.ParseOrigin(o); err != nil {
-			return nil, fmt.Errorf("--allowed-origins: %w", err)
-		}
-	}
-	path := cfg.HTTP.AuthTokens
-	if f.authTokens != "" {
-		path = f.authTokens
-	}
-	if path != "" {
-		tokens, err := httpauth.Load(path)
-		if err != nil {
-			return nil, err
-		}
-		t.tokens = tokens
+	var err error
+	if t.tokens, t.origins, err = guards(f, cfg); err != nil {
+		return nil, err
 	}
 	loopback, err := httpauth.LoopbackOnly(t.addr)
 	if err != nil {
