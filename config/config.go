@@ -83,7 +83,8 @@ type Sessions struct {
 }
 
 // HTTP holds the settings of the streamable HTTP transport (--http);
-// stdio heeds only MetricsAddr, and AuthTokens for it.
+// stdio heeds only MetricsAddr, and AuthTokens and AllowedOrigins for its
+// listener.
 type HTTP struct {
 	// AuthTokens is the token file: one client a line, "NAME SHA256HEX".
 	// Empty means no authentication, which only a loopback listener
