@@ -328,6 +328,13 @@ type LanguageTable struct {
 	// SessionDriver is the session driver of the interpreter Command
 	// starts, one of SessionDrivers; "" offers no sessions.
 	SessionDriver string `toml:"session_driver"`
+	// Warm makes the language's ready sandboxes wait with the interpreter
+	// already started, in a driver of ours, for the one program each
+	// runs.
+	Warm bool `toml:"warm"`
+	// Preload names the modules a warm ready sandbox imports before its
+	// program arrives.
+	Preload []string `toml:"preload"`
 	// Limits overrides [limits] for this language.
 	Limits LimitOverrides `toml:"limits"`
 }
@@ -460,6 +467,7 @@ var (
 	toolName      = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 	languageName  = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,32}$`)
 	envName       = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	moduleName    = regexp.MustCompile(`^[A-Za-z0-9_@][A-Za-z0-9_.@/:-]{0,127}$`)
 	namespaceName = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,74}[A-Za-z0-9])?$`)
 )
 
@@ -580,6 +588,11 @@ func (c *Config) Validate() error {
 		if l.SessionDriver != "" && !slices.Contains(SessionDrivers, l.SessionDriver) {
 			bad(key+".session_driver", "%q is not a session driver; want one of %s (the interpreter the command starts), or \"\" for no sessions",
 				l.SessionDriver, quoteAll(SessionDrivers))
+		}
+		for _, m := range l.Preload {
+			if !moduleName.MatchString(m) {
+				bad(key+".preload", "%q; want a module name, such as \"numpy\" or \"os.path\" (letters, digits, '_', '-', '.', '/', '@', ':')", m)
+			}
 		}
 		errs = append(errs, validateLimits(key+".limits", c.limitsFor(n))...)
 	}

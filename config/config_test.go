@@ -322,6 +322,8 @@ env = ["A=1"]
 		Pool:          3,
 		Figures:       true,
 		SessionDriver: "python",
+		Warm:          true,
+		Preload:       []string{"numpy", "pandas"},
 		Limits: Limits{
 			MemoryBytes: 1 << 30, CPUs: 1, Pids: 128, TmpBytes: 64 << 20, ShmBytes: 8 << 20,
 			FileBytes: 64 << 20, OpenFiles: 1024, Timeout: 45 * time.Second, MaxTimeout: 90 * time.Second,

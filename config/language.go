@@ -2,7 +2,9 @@ package config
 
 import (
 	"cmp"
+	"path"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -39,6 +41,11 @@ type Language struct {
 	// language alive for a session: "python" or "node" (see
 	// SessionDrivers); "" means the language offers no sessions.
 	SessionDriver string
+	// Warm makes ready sandboxes wait with the interpreter started, in the
+	// warm driver of Interpreter (see WarmDrivers), for their program;
+	// Preload names the modules such a sandbox imports first.
+	Warm    bool
+	Preload []string
 	// Limits confine each run.
 	Limits Limits
 }
@@ -46,6 +53,25 @@ type Language struct {
 // SessionDrivers are the session drivers there are, by the interpreter
 // they drive: a language's command must start that interpreter.
 var SessionDrivers = []string{"python", "node"}
+
+// Interpreter is the interpreter the language's command starts, "python"
+// or "node", as its session driver says or, without one, as the command's
+// name says; "" if neither tells.
+func (l Language) Interpreter() string {
+	if l.SessionDriver != "" {
+		return l.SessionDriver
+	}
+	if len(l.Command) == 0 {
+		return ""
+	}
+	switch name := path.Base(l.Command[0]); {
+	case strings.HasPrefix(name, "python"):
+		return "python"
+	case name == "node" || name == "nodejs":
+		return "node"
+	}
+	return ""
+}
 
 // Limits confine one run.
 type Limits struct {
@@ -118,6 +144,8 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 		Pool:          t.Pool,
 		Figures:       t.Figures,
 		SessionDriver: t.SessionDriver,
+		Warm:          t.Warm,
+		Preload:       slices.Clone(t.Preload),
 		Limits: Limits{
 			MemoryBytes:    int64(lim.Memory),
 			CPUs:           lim.CPUs,
