@@ -17,7 +17,9 @@ import (
 // files' own comments for what they do, and session.go for how the server
 // speaks to them.
 //
-//go:embed drivers/session.py drivers/session.js
+// drivers/warm.js is the Node.js warm start (see warm.go).
+//
+//go:embed drivers/session.py drivers/session.js drivers/warm.js
 var sessionDrivers embed.FS
 
 // driverFiles are each driver's file, and the arguments that follow the

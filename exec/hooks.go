@@ -18,24 +18,23 @@ import (
 var pythonHook embed.FS
 
 // writePythonHook writes the Python hook into the run directory dir, under
-// hooks/, for the sandbox to mount read-only, and returns that directory.
-// Each run has its own copy: it goes with the run directory, and a server
-// never changes another's.
-func writePythonHook(dir string) (string, error) {
-	hooks := filepath.Join(dir, "hooks")
-	if err := os.Mkdir(hooks, 0o755); err != nil {
-		return "", fmt.Errorf("create the Python hook directory: %w", err)
-	}
-	// Mkdir is subject to the umask; the sandbox's user must read the
-	// directory it sees mounted (the host's parents are not in its path).
-	if err := os.Chmod(hooks, 0o755); err != nil {
-		return "", fmt.Errorf("create the Python hook directory: %w", err)
+// hooks/, for the sandbox to mount read-only, and returns that directory:
+// sitecustomize.py, and with figures the figure hook. Each run has its own
+// copy: it goes with the run directory, and a server never changes
+// another's.
+func writePythonHook(dir string, figures bool) (string, error) {
+	hooks, err := makeHookDir(dir)
+	if err != nil {
+		return "", err
 	}
 	files, err := fs.Glob(pythonHook, "pyhooks/*.py")
 	if err != nil {
 		return "", err
 	}
 	for _, f := range files {
+		if !figures && filepath.Base(f) == "code_sandbox_mcp_figures.py" {
+			continue // sitecustomize.py looks for it
+		}
 		data, err := pythonHook.ReadFile(f)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(hooks, filepath.Base(f)), data, 0o644)
@@ -43,6 +42,37 @@ func writePythonHook(dir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("write the Python hook: %w", err)
 		}
+	}
+	return hooks, nil
+}
+
+// writeNodeHook writes the Node.js warm start (drivers/warm.js) into the
+// run directory dir, under hooks/, for the sandbox to mount read-only at
+// oci.NodeHooksDir, and returns that directory.
+func writeNodeHook(dir string) (string, error) {
+	hooks, err := makeHookDir(dir)
+	if err != nil {
+		return "", err
+	}
+	data, err := sessionDrivers.ReadFile("drivers/warm.js")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(hooks, "warm.js"), data, 0o644)
+	}
+	if err != nil {
+		return "", fmt.Errorf("write the Node.js warm start: %w", err)
+	}
+	return hooks, nil
+}
+
+func makeHookDir(dir string) (string, error) {
+	hooks := filepath.Join(dir, "hooks")
+	if err := os.Mkdir(hooks, 0o755); err != nil {
+		return "", fmt.Errorf("create the hook directory: %w", err)
+	}
+	// Mkdir is subject to the umask; the sandbox's user must read the
+	// directory it sees mounted (the host's parents are not in its path).
+	if err := os.Chmod(hooks, 0o755); err != nil {
+		return "", fmt.Errorf("create the hook directory: %w", err)
 	}
 	return hooks, nil
 }

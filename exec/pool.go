@@ -3,12 +3,14 @@ package exec
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/containerd/errdefs"
 
+	"code-sandbox-mcp/config"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -32,6 +34,15 @@ const poolMaxAge = 10 * time.Minute
 // good to sandboxes created and not started, and a run then pays for Start
 // too.
 //
+// A warm language's pool starts its sandboxes in the warm driver instead
+// (see warm.go), and keeps them only once the driver says it is ready.
+// With preloads, it keeps two kinds: about half of the sandboxes import
+// them first, the rest do not (their exit is quicker), and take gives a
+// program the kind its text asks for, or else the other. Where a warm
+// start fails (no driver for the interpreter, a preload that fails or
+// writes, an interpreter that exits or hangs), the pool falls back for
+// good to the stub, logged once.
+//
 // Ready sandboxes hold no concurrency slot: a slot bounds programs that
 // run, and a waiting stub uses no CPU. Refilling is one sandbox at a time
 // per language, in the background.
@@ -39,9 +50,11 @@ type pool struct {
 	l    *language
 	size int
 
-	ready    chan *sandbox
+	ready    chan *sandbox // all but the preloaded
+	loaded   chan *sandbox // warm, with the preloads imported
 	wake     chan struct{}
 	ahead    atomic.Bool // start sandboxes ahead, on the stub
+	warm     atomic.Bool // start them in the warm driver instead
 	fellBack atomic.Bool // a stub could not be created, once at least
 	once     sync.Once
 	started  atomic.Bool
@@ -50,39 +63,80 @@ type pool struct {
 
 func newPool(l *language) *pool {
 	p := &pool{
-		l:     l,
-		size:  max(l.cfg.Pool, 0),
-		ready: make(chan *sandbox, max(l.cfg.Pool, 0)),
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		l:      l,
+		size:   max(l.cfg.Pool, 0),
+		ready:  make(chan *sandbox, max(l.cfg.Pool, 0)),
+		loaded: make(chan *sandbox, max(l.cfg.Pool, 0)),
+		wake:   make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	p.ahead.Store(true)
+	p.warm.Store(p.size > 0 && warmInterpreter(l.cfg) != "")
 	return p
 }
 
-// take returns a ready sandbox, or nil if there is none. Sandboxes that
-// may not be used are destroyed on the way: one whose stub exited before
-// its program (the pool then stops starting sandboxes ahead), one older
-// than poolMaxAge, and one made from an image that has since changed.
+// warmDriver returns the interpreter of the warm driver that lang's
+// one-shot sandboxes carry, or "" while they carry none: the language is
+// not warm, has no driver, or its warm start failed.
+func (e *Executor) warmDriver(lang config.Language) string {
+	if l, ok := e.langs[lang.Name]; !ok || !l.pool.warm.Load() {
+		return ""
+	}
+	return warmInterpreter(lang)
+}
+
+// loadedWanted is how many of the pool's sandboxes import the preloads:
+// half, and at least one, if there are preloads and the pool is warm.
+func (p *pool) loadedWanted() int {
+	if !p.warm.Load() || len(p.l.cfg.Preload) == 0 {
+		return 0
+	}
+	return max(p.size/2, 1)
+}
+
+// count is how many sandboxes the pool holds.
+func (p *pool) count() int {
+	return len(p.ready) + len(p.loaded)
+}
+
+// take returns a ready sandbox for code, or nil if there is none: a
+// preloaded one if code names a preload (see wantsPreload), and else one
+// of the others, or failing that the other kind. Sandboxes that may not
+// be used are destroyed on the way: one whose stub or driver exited
+// before its program (the pool then stops starting sandboxes ahead), one
+// older than poolMaxAge, and one made from an image that has since
+// changed.
 //
 // take does not wake the filler: the caller calls refill once its program
 // is done, so that creating the next sandbox, which costs far more CPU
 // than a short program, does not compete with the program it would slow
 // down.
-func (p *pool) take() *sandbox {
+func (p *pool) take(code string) *sandbox {
 	if p.size == 0 {
 		return nil
+	}
+	first, second := p.ready, p.loaded
+	if wantsPreload(code, p.l.cfg.Preload) {
+		first, second = second, first
 	}
 	for {
 		var s *sandbox
 		select {
-		case s = <-p.ready:
+		case s = <-first:
 		default:
-			return nil
+			select {
+			case s = <-second:
+			default:
+				return nil
+			}
 		}
 		if st, exited := s.stubExited(); exited {
 			code, _, _ := st.Result()
-			p.stubFailed(code)
+			if s.warm != nil {
+				p.warmFailed(fmt.Errorf("its interpreter exited, status %d, while it waited for a program%s", code, s.warm.said()))
+			} else {
+				p.stubFailed(code)
+			}
 			p.l.e.retire(s)
 			continue
 		}
@@ -107,6 +161,15 @@ func (p *pool) stubFailed(code uint32) {
 	p.l.e.log.Info("ready sandboxes will be created without being started: "+why, "language", p.l.cfg.Name, "exit_status", code)
 }
 
+// warmFailed stops starting sandboxes in the warm driver, after one
+// could not start for the reason err gives.
+func (p *pool) warmFailed(err error) {
+	if !p.warm.Swap(false) {
+		return
+	}
+	p.l.e.log.Warn("warm interpreters are off; ready sandboxes will wait in /bin/sh instead", "language", p.l.cfg.Name, "reason", err)
+}
+
 // refill wakes the filler.
 func (p *pool) refill() {
 	if p.size == 0 {
@@ -126,6 +189,9 @@ func (p *pool) start() {
 	}
 	p.once.Do(func() {
 		p.started.Store(true)
+		if p.l.cfg.Warm && warmInterpreter(p.l.cfg) == "" {
+			p.l.e.log.Warn("warm interpreters are off: the language's command starts neither python nor node, and it names no session_driver; ready sandboxes wait in /bin/sh instead", "language", p.l.cfg.Name, "command", p.l.cfg.Command)
+		}
 		go p.fill()
 	})
 }
@@ -149,8 +215,8 @@ func (p *pool) fill() {
 	defer tick.Stop()
 	for {
 		p.expire()
-		for len(p.ready) < p.size && ctx.Err() == nil {
-			s, err := p.create(ctx)
+		for p.count() < p.size && ctx.Err() == nil {
+			s, err := p.create(ctx, len(p.loaded) < p.loadedWanted())
 			if err != nil {
 				if ctx.Err() != nil {
 					break
@@ -181,7 +247,11 @@ func (p *pool) fill() {
 				e.log.Info("the sandbox pool fills again", "language", p.l.cfg.Name)
 			}
 			backoff, lastErr = time.Second, ""
-			p.ready <- s
+			if s.warm != nil && s.warm.preloaded {
+				p.loaded <- s
+			} else {
+				p.ready <- s
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -193,18 +263,41 @@ func (p *pool) fill() {
 	}
 }
 
-// create makes one ready sandbox from the image as it is now: started
-// ahead if the pool does so, and else, or if that fails, created and not
-// started.
-func (p *pool) create(ctx context.Context) (*sandbox, error) {
+// create makes one ready sandbox from the image as it is now: warm (with
+// the preloads if preloaded) if the pool is, and once it is ready; else,
+// or if that fails, started ahead on the stub if the pool does so; else,
+// or if that fails, created and not started.
+func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox, error) {
 	e := p.l.e
 	img, err := p.l.ready(ctx)
 	if err != nil {
 		return nil, err
 	}
 	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.MaxTimeout + cleanupGrace)
+	if p.warm.Load() {
+		how := startWarm
+		if preloaded {
+			how = startPreloaded
+		}
+		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, how, nil)
+		if err != nil {
+			// As for the stub, below: this one goes without.
+			if ctx.Err() != nil || errors.Is(err, ErrNoUID) {
+				return nil, err
+			}
+			e.log.Debug("a warm ready sandbox cannot start; created without it", "language", p.l.cfg.Name, "err", err)
+		} else if err := s.warmUp(ctx); err != nil {
+			s.destroy(ctx)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			p.warmFailed(err)
+		} else {
+			return s, nil
+		}
+	}
 	if p.ahead.Load() {
-		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, true, nil)
+		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, startStub, nil)
 		// No free uid is no fault of the stub: a sandbox without it
 		// would not get one either.
 		if err == nil || ctx.Err() != nil || errors.Is(err, ErrNoUID) {
@@ -217,22 +310,23 @@ func (p *pool) create(ctx context.Context) (*sandbox, error) {
 			e.log.Info("ready sandboxes will be created without being started while the waiting /bin/sh cannot start", "language", p.l.cfg.Name, "err", err)
 		}
 	}
-	return e.newSandbox(ctx, p.l.cfg, img, deadline, false, nil)
+	return e.newSandbox(ctx, p.l.cfg, img, deadline, startOnRun, nil)
 }
 
 // expire replaces ready sandboxes that may no longer be used: older than
 // poolMaxAge, or made from an image that has since changed.
 func (p *pool) expire() {
-	for range len(p.ready) {
-		select {
-		case s := <-p.ready:
-			if time.Since(s.created) > poolMaxAge || s.img != p.l.current() {
-				p.l.e.retire(s)
-				continue
+	for _, ch := range []chan *sandbox{p.ready, p.loaded} {
+		for range len(ch) {
+			select {
+			case s := <-ch:
+				if time.Since(s.created) > poolMaxAge || s.img != p.l.current() {
+					p.l.e.retire(s)
+					continue
+				}
+				ch <- s
+			default:
 			}
-			p.ready <- s
-		default:
-			return
 		}
 	}
 }
@@ -244,6 +338,8 @@ func (p *pool) drain() {
 	for {
 		select {
 		case s := <-p.ready:
+			wg.Go(func() { s.destroy(p.l.e.closing) })
+		case s := <-p.loaded:
 			wg.Go(func() { s.destroy(p.l.e.closing) })
 		default:
 			return

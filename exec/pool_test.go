@@ -35,13 +35,13 @@ func TestTakeChecksAgeAndImage(t *testing.T) {
 	l.pool.ready <- old
 	l.pool.ready <- stale
 	l.pool.ready <- fresh
-	if got := l.pool.take(); got != fresh {
+	if got := l.pool.take(""); got != fresh {
 		t.Fatalf("take: got %p; want the fresh sandbox %p (old %p, stale %p)", got, fresh, old, stale)
 	}
 	if n := len(l.pool.ready); n != 0 {
 		t.Errorf("ready sandboxes left: %d; want 0 (the old and the stale one destroyed)", n)
 	}
-	if got := l.pool.take(); got != nil {
+	if got := l.pool.take(""); got != nil {
 		t.Errorf("take from an empty pool: got %p; want nil", got)
 	}
 }
@@ -66,7 +66,7 @@ func TestExpireKeepsOnlyUsableSandboxes(t *testing.T) {
 	l.pool.ready <- old
 	l.pool.ready <- c
 	l.pool.expire()
-	if got := l.pool.take(); got != c || len(l.pool.ready) != 0 {
+	if got := l.pool.take(""); got != c || len(l.pool.ready) != 0 {
 		t.Errorf("after expire: took %p with %d left; want %p alone", got, len(l.pool.ready), c)
 	}
 }

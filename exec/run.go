@@ -77,7 +77,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 
 	// Refill after the program, not before it: see pool.take.
 	defer lang.pool.refill()
-	s := lang.pool.take()
+	s := lang.pool.take(req.Code)
 	if h := e.cfg.Hooks.PoolTake; h != nil && lang.pool.size > 0 {
 		h(req.Language, s != nil)
 	}
@@ -98,7 +98,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		return nil, err
 	}
 	// Started ahead would only add the stub's exec to the run.
-	s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), false, nil)
+	s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), startOnRun, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -44,26 +44,44 @@ type sandbox struct {
 	exit      *exitInfo // how the kernel says its process ended
 	memCgroup string    // host directory of its memory cgroup; "" if unknown
 
-	// start is the stub's standard input when the task was started ahead;
-	// nil when Start runs the program.
+	// start is the waiting process's standard input when the task was
+	// started ahead (on the stub, or warm); nil when Start runs the
+	// program.
 	start *startLine
+	// warm is set when the task was started ahead in a warm driver.
+	warm *warmStart
 	// session holds the streams of a session's driver, which the task
 	// runs instead of a program; nil for a one-shot sandbox.
 	session *sessionIO
 }
 
-// newSandbox makes a sandbox for lang from img. With ahead, its task is
-// started at once, on the stub, unless the environment rules that out (see
-// oci.CanWaitForStart). With sio, the task runs the language's session
-// driver on those streams instead, started at once. Objects are labelled so that anyone may reap them
-// after deadline. On error nothing is left.
+// startHow is how a sandbox's task starts.
+type startHow int
+
+const (
+	// startOnRun creates the task and leaves it: Start runs the program.
+	startOnRun startHow = iota
+	// startStub starts the task at once, in oci.StubScript, unless the
+	// environment rules that out (see oci.CanWaitForStart).
+	startStub
+	// startWarm starts it at once in the warm driver (see warm.go);
+	// startPreloaded does too, and has the driver import the language's
+	// preloads first.
+	startWarm
+	startPreloaded
+)
+
+// newSandbox makes a sandbox for lang from img, whose task starts as how
+// says. With sio, the task runs the language's session driver on those
+// streams instead, started at once. Objects are labelled so that anyone
+// may reap them after deadline. On error nothing is left.
 //
 // Creation is not interrupted half-way when ctx ends: a cancelled call to
 // containerd may still complete in the daemon, after a cleanup that did not
 // see its object. It runs on a detached context bounded by createTimeout
 // and by Close's own bound (what it leaves then, labelled, is the next
 // server's to sweep), and ctx is checked once it is done.
-func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *preparedImage, deadline time.Time, ahead bool, sio *sessionIO) (_ *sandbox, err error) {
+func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *preparedImage, deadline time.Time, how startHow, sio *sessionIO) (_ *sandbox, err error) {
 	caller := ctx
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
 	defer cancel()
@@ -98,13 +116,15 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	if err := mountWorkspace(s.dir, s.uid, lang.Limits.WorkspaceBytes); err != nil {
 		return nil, err
 	}
-	if err := s.createContainer(ctx, img, labels, ahead); err != nil {
+	if err := s.createContainer(ctx, img, labels, how); err != nil {
 		return nil, err
 	}
 	s.oom, s.stopOOM = e.events.track(s.id)
 	var stdin io.Reader // none: /dev/null
 	var stdout, stderr io.Writer = s.stdout, s.stderr
 	switch {
+	case s.warm != nil:
+		stdin, stdout, stderr = s.start, s.warm.out, s.warm.err
 	case s.start != nil:
 		stdin = s.start
 	case sio != nil:
@@ -131,8 +151,12 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 		return nil, fmt.Errorf("wait for task: %w", err)
 	}
 	if s.start != nil {
+		what := "the waiting /bin/sh"
+		if s.warm != nil {
+			what = "the warm " + lang.Command[0]
+		}
 		if err := s.task.Start(ctx); err != nil {
-			return nil, fmt.Errorf("start the waiting /bin/sh in %s: %w", lang.Image, err)
+			return nil, fmt.Errorf("start %s in %s: %w", what, lang.Image, err)
 		}
 	}
 	if sio != nil {
@@ -143,7 +167,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	if err := caller.Err(); err != nil {
 		return nil, fmt.Errorf("sandbox creation cancelled: %w", context.Cause(caller))
 	}
-	e.log.Debug("sandbox created", "run", s.id, "started", s.start != nil, "took", time.Since(s.created))
+	e.log.Debug("sandbox created", "run", s.id, "started", s.start != nil, "warm", s.warm != nil, "took", time.Since(s.created))
 	return s, nil
 }
 
@@ -182,8 +206,11 @@ func (s *sandbox) makeDir(labels map[string]string) error {
 }
 
 // createContainer makes the container: a new snapshot of the image and a
-// spec built by package oci.
-func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, labels map[string]string, ahead bool) error {
+// spec built by package oci. Every one-shot sandbox of a warm language
+// carries its warm driver, warm or not, so that a program sees the same
+// sandbox either way; the driver waits only where how is startWarm or
+// startPreloaded.
+func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, labels map[string]string, how startHow) error {
 	e := s.e
 	policy := sandboxoci.NewPolicy(s.lang)
 	policy.Env = sandboxoci.Env(img.env, s.lang.Env, e.cfg.PassEnv)
@@ -191,13 +218,25 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 	policy.CodeHostDir = filepath.Join(s.dir, "code")
 	policy.WorkspaceHostDir = filepath.Join(s.dir, workspaceDir)
 	policy.UID, policy.GID = s.uid, s.uid
-	if s.lang.Figures {
-		hooks, err := writePythonHook(s.dir)
+	driver := ""
+	if s.session == nil {
+		driver = e.warmDriver(s.lang)
+	}
+	switch {
+	case s.lang.Figures || driver == "python":
+		hooks, err := writePythonHook(s.dir, s.lang.Figures)
 		if err != nil {
 			return err
 		}
 		policy.HooksHostDir = hooks
 		policy.Env = sandboxoci.WithPythonHooks(policy.Env)
+	case driver == "node":
+		hooks, err := writeNodeHook(s.dir)
+		if err != nil {
+			return err
+		}
+		policy.HooksHostDir, policy.HooksDir = hooks, sandboxoci.NodeHooksDir
+		policy.Args = slices.Concat(s.lang.Command, []string{"--require", sandboxoci.NodeHooksDir + "/warm.js"}, policy.Args[len(s.lang.Command):])
 	}
 	if s.session != nil {
 		args, err := writeDriver(filepath.Join(s.dir, "code"), s.lang.SessionDriver)
@@ -205,9 +244,16 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 			return err
 		}
 		policy.Args = append(slices.Clone(s.lang.Command), args...)
-	} else if ahead && sandboxoci.CanWaitForStart(policy.Env) {
+	} else if driver != "" && (how == startWarm || how == startPreloaded) {
+		var preload []string
+		if how == startPreloaded {
+			preload = s.lang.Preload
+		}
+		s.start = newStartLine(warmLine(preload))
+		s.warm = newWarmStart(s.stdout, s.stderr, how == startPreloaded)
+	} else if how != startOnRun && sandboxoci.CanWaitForStart(policy.Env) {
 		policy.WaitForStart = true
-		s.start = newStartLine()
+		s.start = newStartLine("")
 	}
 	specOpts, err := sandboxoci.SpecOpts(policy)
 	if err != nil {
@@ -256,7 +302,7 @@ func (s *sandbox) execute(ctx context.Context, req Request, timeout time.Duratio
 		return nil, fmt.Errorf("start %s in %s: %w", s.lang.Command[0], s.lang.Image, err)
 	}
 	started := time.Now()
-	res := &Result{Language: s.lang.Name, Image: s.lang.Image, ImageDigest: s.img.target.String(), Timeout: timeout}
+	res := &Result{Language: s.lang.Name, Image: s.lang.Image, ImageDigest: s.img.target.String(), Timeout: timeout, Warm: s.warm != nil}
 	var code uint32
 	// The process's end is told by containerd's exit, or, first or alone
 	// when containerd is slow or hangs, by the kernel's.
@@ -309,7 +355,7 @@ wait:
 	// A stub that ended before it exec'd the program (two execs: runc's
 	// init into the stub, the stub into the interpreter) ran nothing,
 	// whatever containerd says of its status.
-	if n, ok := s.exit.execed(); ok && s.start != nil && n < 2 && !res.TimedOut {
+	if n, ok := s.exit.execed(); ok && s.start != nil && s.warm == nil && n < 2 && !res.TimedOut {
 		return nil, &stubEnded{code: code}
 	}
 	res.Duration = time.Since(start)

@@ -229,7 +229,7 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	}
 	now := time.Now()
 	sio := newSessionIO(lang.cfg.Limits.OutputBytes)
-	sb, err := e.newSandbox(ctx, lang.cfg, img, now.Add(cfg.MaxLifetime+cleanupGrace), false, sio)
+	sb, err := e.newSandbox(ctx, lang.cfg, img, now.Add(cfg.MaxLifetime+cleanupGrace), startOnRun, sio)
 	if err != nil {
 		return SessionInfo{}, e.notAnswering(caller, err)
 	}

@@ -6,22 +6,30 @@ import (
 )
 
 // startLine is the standard input of a sandbox started ahead of its
-// program, whose process waits in oci.StubScript for one line. Reads block
-// until send or close; after send they return that line, then io.EOF;
-// after close, io.EOF at once, which ends the stub without running
-// anything. containerd's I/O copier is its only reader.
+// program, whose process waits for one line: in oci.StubScript, or in a
+// warm driver (see warm.go), which first reads the preamble. Reads return
+// the preamble at once, then block until send or close; after send they
+// return the line, then io.EOF; after close, io.EOF at once, which ends
+// the waiting process without running anything. containerd's I/O copier
+// is its only reader.
 type startLine struct {
 	once sync.Once
 	ch   chan struct{}
-	line bool // set before ch is closed
-	sent bool // the reader's own
+	line bool   // set before ch is closed
+	sent bool   // the reader's own
+	pre  []byte // the reader's own
 }
 
-func newStartLine() *startLine {
-	return &startLine{ch: make(chan struct{})}
+func newStartLine(preamble string) *startLine {
+	return &startLine{ch: make(chan struct{}), pre: []byte(preamble)}
 }
 
 func (l *startLine) Read(p []byte) (int, error) {
+	if len(l.pre) > 0 && len(p) > 0 {
+		n := copy(p, l.pre)
+		l.pre = l.pre[n:]
+		return n, nil
+	}
 	<-l.ch
 	if !l.line || l.sent || len(p) == 0 {
 		return 0, io.EOF

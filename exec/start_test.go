@@ -21,7 +21,7 @@ func TestStartLine(t *testing.T) {
 			return got
 		}
 
-		sent := newStartLine()
+		sent := newStartLine("")
 		got := read(sent)
 		synctest.Wait()
 		select {
@@ -35,7 +35,7 @@ func TestStartLine(t *testing.T) {
 			t.Errorf("after send: read %q; want one newline, then EOF", b)
 		}
 
-		closed := newStartLine()
+		closed := newStartLine("")
 		got = read(closed)
 		synctest.Wait()
 		select {
@@ -47,6 +47,25 @@ func TestStartLine(t *testing.T) {
 		closed.send() // after close: changes nothing
 		if b := <-got; len(b) != 0 {
 			t.Errorf("after close: read %q; want EOF and nothing else", b)
+		}
+
+		// A warm driver's preamble comes at once; the line waits.
+		warm := newStartLine("csm-warm numpy\n")
+		buf := make([]byte, 64)
+		n, err := warm.Read(buf)
+		if err != nil || string(buf[:n]) != "csm-warm numpy\n" {
+			t.Fatalf("first read: %q, %v; want the preamble", buf[:n], err)
+		}
+		got = read(warm)
+		synctest.Wait()
+		select {
+		case b := <-got:
+			t.Fatalf("read %q after the preamble, before send; want it to block", b)
+		default:
+		}
+		warm.send()
+		if b := <-got; string(b) != "\n" {
+			t.Errorf("after the preamble and send: read %q; want one newline, then EOF", b)
 		}
 	})
 }

@@ -56,6 +56,10 @@ type Result struct {
 	SignalUnknown bool
 	TimedOut      bool
 	OOMKilled     bool
+	// Warm is set when the program ran in a warm ready sandbox: its
+	// interpreter was started, and perhaps its preloads imported, before
+	// the program came (see config.Language.Warm).
+	Warm bool
 	// Timeout is the wall-clock limit the run had; Duration how long the
 	// program ran, from its start to its exit.
 	Timeout  time.Duration

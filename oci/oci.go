@@ -7,6 +7,7 @@
 package oci
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path"
@@ -35,6 +36,10 @@ const WorkspaceDir = "/workspace"
 // (a sitecustomize module) is mounted, read-only, for the languages whose
 // figures are saved.
 const PythonHooksDir = "/opt/code-sandbox-mcp/python"
+
+// NodeHooksDir is where the directory holding the Node.js warm-start
+// module is mounted, read-only, for warm JavaScript languages.
+const NodeHooksDir = "/opt/code-sandbox-mcp/node"
 
 // Policy is everything that decides how one run is confined.
 type Policy struct {
@@ -67,10 +72,12 @@ type Policy struct {
 	// writable, but not executable, at WorkspaceDir, the working
 	// directory. Empty mounts nothing, and the working directory is /tmp.
 	WorkspaceHostDir string
-	// HooksHostDir is the host directory holding the Python start-up
-	// hook; it is bind mounted read-only at PythonHooksDir. Empty mounts
-	// nothing.
+	// HooksHostDir is the host directory holding the start-up hooks of
+	// the interpreter (the Python hook, or the Node.js warm start); it is
+	// bind mounted read-only at HooksDir, PythonHooksDir if that is empty.
+	// Empty mounts nothing.
 	HooksHostDir string
+	HooksDir     string
 }
 
 // extraMaskedPaths are masked on top of containerd's defaults: they leak
@@ -173,7 +180,8 @@ func (p Policy) validate() error {
 // StubScript is what a sandbox started ahead of its program runs, in the
 // image's /bin/sh: it waits for one line on standard input, which only the
 // server writes, once the program is in place, and then replaces itself
-// with the interpreter ("$@"), whose standard input is /dev/null. A
+// with the interpreter ("$@"), whose standard input is /dev/null, open
+// for reading and writing as the runtime opens it where no stub runs. A
 // standard input closed without a line (the sandbox is being destroyed, or
 // the server went away) ends it without running anything. dash (Debian's
 // /bin/sh) adds PWD to what it passes on, and other shells OLDPWD or
@@ -185,7 +193,7 @@ func (p Policy) validate() error {
 const StubScript = `[ -z "${BASH_VERSION-}" ] || exit 121
 read -r _ || exit
 unset PWD OLDPWD SHLVL
-exec "$@" </dev/null`
+exec "$@" <>/dev/null`
 
 // stubUnset are the variables StubScript unsets.
 var stubUnset = []string{"PWD", "OLDPWD", "SHLVL"}
@@ -256,7 +264,7 @@ func (p Policy) mounts() []specs.Mount {
 	// writable, the Python hook read-only; none executable.
 	for _, b := range []struct {
 		src, dst, mode string
-	}{{p.CodeHostDir, CodeDir, "ro"}, {p.WorkspaceHostDir, WorkspaceDir, "rw"}, {p.HooksHostDir, PythonHooksDir, "ro"}} {
+	}{{p.CodeHostDir, CodeDir, "ro"}, {p.WorkspaceHostDir, WorkspaceDir, "rw"}, {p.HooksHostDir, cmp.Or(p.HooksDir, PythonHooksDir), "ro"}} {
 		if b.src != "" {
 			m = append(m, specs.Mount{
 				Destination: b.dst,

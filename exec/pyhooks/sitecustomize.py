@@ -1,9 +1,18 @@
-# code-sandbox-mcp: the start-up half of the figure hook. See
-# code_sandbox_mcp_figures.py, next to this file, for what the hook does and
-# why; this file only notices the import of matplotlib.pyplot and hands
-# pyplot to it. It is kept small because Python compiles it from source at
-# every start (the directory is read-only: no .pyc is ever written), and
-# imports nothing but os and sys, which are loaded already.
+# code-sandbox-mcp: the start-up hook of Python sandboxes. It does two
+# things, each only where the server asked for it:
+#
+# - figures: see code_sandbox_mcp_figures.py, next to this file (written
+#   only for languages that save figures), for what that hook does and
+#   why; this file only notices the import of matplotlib.pyplot and hands
+#   pyplot to it;
+# - warm start: in a ready sandbox of a warm language (see _warm below),
+#   it imports the preloaded modules and then waits for the server's word
+#   that the program is in place, before Python goes on to run it as
+#   `python3 /sandbox/main.py` always does.
+#
+# It is kept small because Python compiles it from source at every start
+# (the directory is read-only: no .pyc is ever written), and imports
+# nothing but os and sys, which are loaded already.
 
 import os
 import sys
@@ -101,5 +110,100 @@ def _chain_image_sitecustomize():
     spec.loader.exec_module(module)
 
 
-sys.meta_path.insert(0, _PyplotFinder)
+# The server's marker, written on standard output and standard error once
+# the preloaded modules are imported: what comes before it on either
+# stream is the start-up's, not the program's (and fails the warm start).
+_WARM_MARKER = b"\0code-sandbox-mcp warm\0\n"
+
+
+def _warm():
+    """Wait, warm, for the program: see the comment at the top.
+
+    A warm ready sandbox is started as `python3 /sandbox/main.py` before
+    /sandbox/main.py exists, with standard input a pipe from the server.
+    Nothing else is: a one-shot run's standard input is /dev/null, and a
+    session's driver exists when it starts. On that pipe the server writes
+    one line at once, "csm-warm MODULE...", and a second, empty one once the
+    program is in place; then it closes the pipe.
+
+    The program must not be able to tell, beyond timing and the modules
+    already imported: so standard input becomes /dev/null, as the server
+    gives a cold program, sys.stdin is made anew over it exactly as Python
+    makes it at start-up, and nothing of this function stays behind.
+    """
+    import stat
+
+    try:
+        if not stat.S_ISFIFO(os.fstat(0).st_mode) or os.path.exists(sys.argv[0]):
+            return
+    except (OSError, IndexError):
+        return
+
+    def line():
+        data = b""
+        while not data.endswith(b"\n"):
+            try:
+                # A byte at a time: the line that follows is not ours.
+                chunk = os.read(0, 1)
+            except InterruptedError:
+                continue
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    first = line()
+    if first is None or not first.startswith(b"csm-warm"):
+        return
+    for name in first.split()[1:]:
+        try:
+            __import__(name.decode())
+        except BaseException as err:
+            reason = " ".join(str(err).split()) or type(err).__name__
+            os.write(2, ("code-sandbox-mcp: warm start: cannot import %s: %s: %s\n"
+                         % (name.decode(), type(err).__name__, reason[:300])).encode())
+            os._exit(3)
+    # Python's exit frees everything it imported, one object at a time:
+    # about 100 ms for numpy and pandas. Objects that exist now belong to
+    # the preloaded modules; frozen, the collector leaves them alone, and
+    # the copies of the modules' namespaces (a list that holds itself, so
+    # that nothing frees it) keep them from being freed one by one at
+    # exit. What the program makes is collected and freed as ever.
+    if len(first.split()) > 1:
+        import gc
+
+        keep = [dict(m.__dict__) for m in list(sys.modules.values()) if getattr(m, "__dict__", None) is not None]
+        keep.append(keep)
+        gc.collect()
+        gc.freeze()
+        del keep
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os.write(1, _WARM_MARKER)
+    os.write(2, _WARM_MARKER)
+    if line() is None:
+        os._exit(0)  # the sandbox is being destroyed: no program comes
+    # Read and write, as the runtime opens it for a cold program.
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.close(null)
+    # As Python's create_stdio makes sys.stdin (Python/pylifecycle.c).
+    old = sys.stdin
+    if old is not None:
+        import io
+
+        buf = io.open(0, "rb", -1, None, None, None, False)
+        buf.raw.name = "<stdin>"
+        new = io.TextIOWrapper(buf, old.encoding, old.errors, "\n", old.line_buffering, old.write_through)
+        new.mode = "r"
+        sys.stdin = sys.__stdin__ = new
+
+
+if os.path.exists(os.path.join(_HERE, "code_sandbox_mcp_figures.py")):
+    sys.meta_path.insert(0, _PyplotFinder)
 _chain_image_sitecustomize()
+_warm()
+del _warm

@@ -1,0 +1,227 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"code-sandbox-mcp/config"
+)
+
+// A warm ready sandbox waits for its program with the interpreter already
+// started, in a driver of ours that runs as the program's own process
+// under every layer of the hardening: for Python the start-up hook
+// (pyhooks/sitecustomize.py), for Node.js a module given to --require
+// (drivers/warm.js). Every sandbox of a warm language runs the driver; it
+// does nothing unless its standard input is the server's pipe and the
+// program is not there yet. On that pipe the server writes, at once, one
+// line that names the modules to import first, and once the program is in
+// place an empty one (see startLine). The driver writes warmMarker on
+// both streams once it is ready; what comes before is not the program's.
+// Then the interpreter runs the program as it would have without us.
+
+// warmMarker is what the warm drivers write on standard output and
+// standard error once they wait, warm, for the program.
+const warmMarker = "\x00code-sandbox-mcp warm\x00\n"
+
+// warmStartTimeout bounds a warm sandbox's start: the interpreter's and
+// its preloads' (numpy and pandas take about 300 ms of a CPU, more from a
+// cold page cache or on a busy host).
+const warmStartTimeout = time.Minute
+
+// warmPreludeMax is how much of what a warm start writes before its
+// marker is kept, for the log; the start fails if there is any.
+const warmPreludeMax = 4 << 10
+
+// warmInterpreter returns the interpreter whose warm driver lang's
+// sandboxes run, or "" if lang is not warm or has none.
+func warmInterpreter(lang config.Language) string {
+	if !lang.Warm {
+		return ""
+	}
+	switch i := lang.Interpreter(); i {
+	case "python", "node":
+		return i
+	}
+	return ""
+}
+
+// warmLine is the line a warm sandbox reads first: the modules it imports
+// before it waits.
+func warmLine(preload []string) string {
+	return strings.Join(append([]string{"csm-warm"}, preload...), " ") + "\n"
+}
+
+// warmStart is what a warm sandbox has of its start: the gates in front
+// of its output captures, and whether it imported the language's preloads.
+type warmStart struct {
+	out, err  *warmGate
+	preloaded bool
+}
+
+func newWarmStart(stdout, stderr io.Writer, preloaded bool) *warmStart {
+	return &warmStart{out: newWarmGate(stdout), err: newWarmGate(stderr), preloaded: preloaded}
+}
+
+// warmUp waits until s's driver is warm: its marker came through both
+// streams with nothing before it. An error says why not: the process
+// ended (a preload failed, say), it wrote something first, ctx ended or
+// warmStartTimeout passed.
+func (s *sandbox) warmUp(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, warmStartTimeout)
+	defer cancel()
+	w := s.warm
+	for _, g := range []*warmGate{w.out, w.err} {
+		select {
+		case <-g.ready:
+		case <-s.exit.done:
+			return s.warmEnded(w)
+		case <-s.exited:
+			return s.warmEnded(w)
+		case <-ctx.Done():
+			if ctx.Err() == context.DeadlineExceeded {
+				return fmt.Errorf("its interpreter was not ready within %s%s", warmStartTimeout, w.said())
+			}
+			return context.Cause(ctx)
+		}
+	}
+	if w.out.prelude() != "" || w.err.prelude() != "" {
+		return fmt.Errorf("it wrote before the program ran, which the program's output would then lack or hold%s", w.said())
+	}
+	return nil
+}
+
+// warmEnded is warmUp's error once the driver's process ended first.
+func (s *sandbox) warmEnded(w *warmStart) error {
+	// The copiers reach the end of both streams once the process is gone.
+	s.drain()
+	msg := "its interpreter exited before it was ready"
+	if code, ok := s.exit.code(); ok {
+		msg += fmt.Sprintf(" (status %d)", code)
+	}
+	return fmt.Errorf("%s%s", msg, w.said())
+}
+
+// said quotes what the start wrote, for an error, or is "".
+func (w *warmStart) said() string {
+	var parts []string
+	for _, p := range []string{w.err.prelude(), w.out.prelude()} {
+		if p = strings.TrimSpace(strings.Map(keepPrintable, p)); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return ": it wrote " + fmt.Sprintf("%q", strings.Join(parts, " / "))
+}
+
+func keepPrintable(r rune) rune {
+	if unicode.IsPrint(r) || r == '\n' {
+		return r
+	}
+	return -1
+}
+
+// warmGate stands in front of one output stream of a warm sandbox: it
+// holds what comes before warmMarker (the start's, not the program's),
+// and passes on what follows. containerd's copier is its only writer.
+type warmGate struct {
+	w     io.Writer
+	ready chan struct{} // closed once the marker came
+
+	mu   sync.Mutex
+	pre  []byte // before the marker, bounded
+	lost int    // bytes left out of pre
+	open bool
+}
+
+func newWarmGate(w io.Writer) *warmGate {
+	return &warmGate{w: w, ready: make(chan struct{})}
+}
+
+func (g *warmGate) Write(p []byte) (int, error) {
+	g.mu.Lock()
+	if g.open {
+		g.mu.Unlock()
+		return g.w.Write(p)
+	}
+	g.pre = append(g.pre, p...)
+	i := bytes.Index(g.pre, []byte(warmMarker))
+	if i < 0 {
+		// Keep the head for the log and the tail for the marker.
+		if keep := warmPreludeMax + len(warmMarker); len(g.pre) > keep {
+			tail := g.pre[len(g.pre)-len(warmMarker):]
+			g.lost += len(g.pre) - keep
+			g.pre = append(g.pre[:warmPreludeMax], tail...)
+		}
+		g.mu.Unlock()
+		return len(p), nil
+	}
+	rest := bytes.Clone(g.pre[i+len(warmMarker):])
+	g.pre = g.pre[:i]
+	g.open = true
+	close(g.ready)
+	g.mu.Unlock()
+	if len(rest) > 0 {
+		if _, err := g.w.Write(rest); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// prelude returns what came before the marker (so far, if it has not).
+func (g *warmGate) prelude() string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := string(g.pre)
+	if g.lost > 0 {
+		s += fmt.Sprintf(" [%d more bytes]", g.lost)
+	}
+	return s
+}
+
+// wantsPreload reports whether code names one of the preloaded modules
+// (its first component, as a whole word): such a program gets a sandbox
+// that imported them, and any other one a sandbox that did not, whose
+// exit is quicker. It decides speed only: both kinds run any program the
+// same.
+func wantsPreload(code string, preload []string) bool {
+	for _, m := range preload {
+		name := strings.TrimPrefix(m, "node:")
+		if i := strings.IndexAny(name, "./"); i > 0 && !strings.HasPrefix(name, "@") {
+			name = name[:i]
+		}
+		if name != "" && containsWord(code, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsWord reports whether word occurs in s with no letter, digit or
+// '_' on either side.
+func containsWord(s, word string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], word)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(word)
+		if (j == 0 || !isWordByte(s[j-1])) && (end == len(s) || !isWordByte(s[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isWordByte(b byte) bool {
+	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
