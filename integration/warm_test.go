@@ -1,0 +1,128 @@
+package integration
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
+)
+
+// warmCase is one program of the warm-start equivalence tables: it runs
+// in a warm ready sandbox and in a cold one, and must do exactly the same
+// in both (warmPython and warmNode, in warm_programs_test.go).
+type warmCase struct {
+	name  string
+	code  string
+	files []exec.File
+	// timeout, if set, is the run's; the default is the test limits'.
+	timeout time.Duration
+}
+
+// warmLanguages are the languages of the equivalence test: each test
+// language warm, with a pool (Python with two ready sandboxes: one that
+// imported numpy and pandas, one that did not), and a cold twin, the same
+// language as it runs with warm = false: from its pool, in the stub, or
+// created on demand once the pool is empty.
+func warmLanguages() []config.Language {
+	var langs []config.Language
+	for _, l := range testLanguages() {
+		warm := l
+		warm.Warm, warm.Pool = true, 2
+		if l.Name == "python" {
+			warm.Preload = []string{"numpy", "pandas"}
+		}
+		cold := l
+		cold.Name, cold.Pool = l.Name+"-cold", 2
+		langs = append(langs, warm, cold)
+	}
+	return langs
+}
+
+// TestWarmEquivalence runs each program of the tables warm and cold and
+// compares what a caller sees: standard output and standard error byte
+// for byte, the exit status, the signal, the timeout and OOM flags, and
+// the output files. It also checks that the warm run was warm: a warm
+// start that fell back would make the comparison trivial.
+func TestWarmEquivalence(t *testing.T) {
+	e := newExecutor(t, func(c *exec.Config) { c.Languages = warmLanguages() })
+	for lang, cases := range map[string][]warmCase{"python": warmPython, "javascript": warmNode} {
+		t.Run(lang, func(t *testing.T) {
+			if len(cases) < 30 {
+				t.Errorf("%d programs; want at least 30", len(cases))
+			}
+			names := map[string]bool{}
+			for _, c := range cases {
+				if names[c.name] {
+					t.Fatalf("two programs called %q", c.name)
+				}
+				names[c.name] = true
+				t.Run(c.name, func(t *testing.T) { compareWarm(t, e, lang, c) })
+			}
+		})
+	}
+}
+
+func compareWarm(t *testing.T, e *exec.Executor, lang string, c warmCase) {
+	ctx := testContext(t)
+	req := exec.Request{Language: lang + "-cold", Code: c.code, Files: c.files, Timeout: c.timeout}
+	cold, err := e.Run(ctx, req)
+	if err != nil {
+		t.Fatalf("cold run: %v", err)
+	}
+	if cold.Warm {
+		t.Fatal("the cold run says it was warm")
+	}
+	// The pool full again: the sandbox of the kind this program asks for
+	// is there, warm.
+	if !waitFor(90*time.Second, func() bool { return e.PoolSizes()[lang] == 2 }) {
+		t.Fatalf("the %s pool did not fill within 90 s: %v", lang, e.PoolSizes())
+	}
+	req.Language = lang
+	warm, err := e.Run(ctx, req)
+	if err != nil {
+		t.Fatalf("warm run: %v", err)
+	}
+	if !warm.Warm {
+		t.Fatal("the warm run was not warm: the warm start fell back")
+	}
+	for _, d := range []struct {
+		what       string
+		warm, cold any
+	}{
+		{"exit status", warm.ExitCode, cold.ExitCode},
+		{"signal", warm.Signal, cold.Signal},
+		{"timed out", warm.TimedOut, cold.TimedOut},
+		{"OOM killed", warm.OOMKilled, cold.OOMKilled},
+		{"stdout bytes dropped", warm.StdoutDropped, cold.StdoutDropped},
+		{"stderr bytes dropped", warm.StderrDropped, cold.StderrDropped},
+		{"output files", fileSums(warm.Files), fileSums(cold.Files)},
+	} {
+		if fmt.Sprint(d.warm) != fmt.Sprint(d.cold) {
+			t.Errorf("%s: warm %v, cold %v", d.what, d.warm, d.cold)
+		}
+	}
+	if !bytes.Equal(warm.Stdout, cold.Stdout) {
+		t.Errorf("stdout differs:\nwarm: %q\ncold: %q", warm.Stdout, cold.Stdout)
+	}
+	if !bytes.Equal(warm.Stderr, cold.Stderr) {
+		t.Errorf("stderr differs:\nwarm: %q\ncold: %q", warm.Stderr, cold.Stderr)
+	}
+	if t.Failed() {
+		return
+	}
+	t.Logf("same warm and cold: status %d, %d+%d bytes of output", warm.ExitCode, len(warm.Stdout), len(warm.Stderr))
+}
+
+// fileSums describes output files by path and content, sorted.
+func fileSums(files []exec.File) []string {
+	var out []string
+	for _, f := range files {
+		out = append(out, fmt.Sprintf("%s:%x", f.Path, f.Data))
+	}
+	slices.Sort(out)
+	return out
+}
