@@ -7,7 +7,8 @@ package integration
 //     default pool (calls paced so that the pool is full again, as between
 //     an assistant's calls; and back to back) and with pool = 0;
 //   - the same programs through `podman run --rm` and `docker run --rm` with
-//     equivalent flags, when those runtimes work here;
+//     equivalent flags, when those runtimes work here (scripts/bench
+//     installs and starts a dockerd for the run when none answers);
 //   - the floor: the interpreter started directly in an unpacked copy of the
 //     image (chroot), no container;
 //   - throughput at concurrency 1, 4, 8, 16 and the server's RSS;
@@ -26,6 +27,7 @@ package integration
 // make a tenth of it, at least 20. BENCH_ONLY, a comma-separated list of
 // benchPartNames, runs just those parts (to check one part without the
 // whole run); the table and the targets then show what they measured.
+// BENCH_DOCKER is the docker CLI to call (default: docker on PATH).
 
 import (
 	"archive/tar"
@@ -1038,7 +1040,9 @@ func extractBlob(archive, name string, gz bool, dir string) error {
 	return nil
 }
 
-// cliRow runs p through `rt run --rm` n times, or says why it cannot.
+// cliRow runs p through `rt run --rm` n times, or says why it cannot. The
+// CLI is rt on PATH, but for docker BENCH_DOCKER when set: scripts/bench
+// names the CLI of the dockerd it installs, whose version it matches.
 func cliRow(b *testing.B, rt string, p benchProgram, n int) latencyRow {
 	b.Helper()
 	name := rt + " run --rm"
@@ -1047,14 +1051,18 @@ func cliRow(b *testing.B, rt string, p benchProgram, n int) latencyRow {
 		fmt.Fprintf(os.Stderr, "bench: %-32s %-20s not available: %s\n", name, p.name, r.Unavailable)
 		return r
 	}
-	if _, err := osexec.LookPath(rt); err != nil {
-		return unavailable("%s is not installed", rt)
+	cli := rt
+	if v := os.Getenv("BENCH_DOCKER"); rt == "docker" && v != "" {
+		cli = v
+	}
+	if _, err := osexec.LookPath(cli); err != nil {
+		return unavailable("%s is not installed", cli)
 	}
 	run := func(timeout time.Duration, args ...string) (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
 		var stdout, stderr bytes.Buffer
-		cmd := osexec.CommandContext(ctx, rt, args...)
+		cmd := osexec.CommandContext(ctx, cli, args...)
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		if err := cmd.Run(); err != nil {
 			msg := strings.TrimSpace(stderr.String())

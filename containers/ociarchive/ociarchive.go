@@ -1,7 +1,10 @@
 // Package ociarchive writes a container image as an OCI image-layout tar
 // archive, the format containerd's client.Import reads: one uncompressed
 // layer made from a root file system tar, the image config, the manifest,
-// and an index.json that names the image.
+// and an index.json that names the image. The same tar also carries a
+// docker-archive manifest.json naming the same config and layer blobs, so
+// that `docker load` (which before Docker 25 reads only that format) takes
+// it too; containerd and podman read the OCI layout and ignore it.
 //
 // It is for images built without a registry or a build daemon. It knows
 // the OCI image format, not containerd, not how the root file system was
@@ -31,6 +34,19 @@ import (
 // as the image's name in its image store.
 const AnnotationImageName = "io.containerd.image.name"
 
+// dockerManifestFile is the docker-archive manifest at the archive's root,
+// the file `docker load` reads.
+const dockerManifestFile = "manifest.json"
+
+// dockerManifest is one image of a docker-archive manifest.json: paths in
+// the archive of its config and its layers (bottom first), and the names
+// docker tags it with.
+type dockerManifest struct {
+	Config   string
+	RepoTags []string
+	Layers   []string
+}
+
 // Image is what the archive says about the image besides its files.
 type Image struct {
 	// Ref is the image's full reference with a tag, such as
@@ -55,7 +71,7 @@ type Image struct {
 }
 
 // Pack writes img, whose only layer is the uncompressed tar rootfs, to w as
-// an OCI image-layout tar archive.
+// an OCI image-layout tar archive with a docker-archive manifest.json.
 //
 // The layer is streamed, never held in memory: the layer's digest must be
 // known before its bytes are written, so rootfs is read twice when it is an
@@ -63,7 +79,7 @@ type Image struct {
 // temporary file on the way through. rootfs must be a tar archive; a
 // compressed one is refused.
 func Pack(w io.Writer, rootfs io.Reader, img Image) error {
-	named, tag, err := parseRef(img.Ref)
+	named, familiar, tag, err := parseRef(img.Ref)
 	if err != nil {
 		return err
 	}
@@ -132,6 +148,14 @@ func Pack(w io.Writer, rootfs io.Reader, img Image) error {
 	if err != nil {
 		return fmt.Errorf("encode oci-layout: %w", err)
 	}
+	dockerJSON, err := json.Marshal([]dockerManifest{{
+		Config:   blobPath(configDesc.Digest),
+		RepoTags: []string{familiar},
+		Layers:   []string{blobPath(layer.digest)},
+	}})
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", dockerManifestFile, err)
+	}
 
 	tw := tar.NewWriter(w)
 	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
@@ -160,6 +184,9 @@ func Pack(w io.Writer, rootfs io.Reader, img Image) error {
 	if err := writeFile(tw, ocispec.ImageIndexFile, bytes.NewReader(indexJSON), int64(len(indexJSON))); err != nil {
 		return err
 	}
+	if err := writeFile(tw, dockerManifestFile, bytes.NewReader(dockerJSON), int64(len(dockerJSON))); err != nil {
+		return err
+	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("write archive: %w", err)
 	}
@@ -167,20 +194,21 @@ func Pack(w io.Writer, rootfs io.Reader, img Image) error {
 }
 
 // parseRef checks that ref is a full reference with a tag and no digest,
-// and returns it with its tag.
-func parseRef(ref string) (named, tag string, err error) {
+// and returns it, its familiar form (as docker prints it: docker.io/library/
+// left out) and its tag.
+func parseRef(ref string) (named, familiar, tag string, err error) {
 	n, err := reference.ParseNamed(ref)
 	if err != nil {
-		return "", "", fmt.Errorf("image ref %q: %w; want a full reference such as localhost/name:tag", ref, err)
+		return "", "", "", fmt.Errorf("image ref %q: %w; want a full reference such as localhost/name:tag", ref, err)
 	}
 	if _, ok := n.(reference.Digested); ok {
-		return "", "", fmt.Errorf("image ref %q has a digest; want a tag, such as localhost/name:tag", ref)
+		return "", "", "", fmt.Errorf("image ref %q has a digest; want a tag, such as localhost/name:tag", ref)
 	}
 	t, ok := n.(reference.Tagged)
 	if !ok {
-		return "", "", fmt.Errorf("image ref %q has no tag; want a full reference such as localhost/name:tag", ref)
+		return "", "", "", fmt.Errorf("image ref %q has no tag; want a full reference such as localhost/name:tag", ref)
 	}
-	return n.String(), t.Tag(), nil
+	return n.String(), reference.FamiliarString(n), t.Tag(), nil
 }
 
 // marshalBlob encodes v as JSON and describes it as a blob of mediaType.

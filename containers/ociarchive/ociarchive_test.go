@@ -203,7 +203,27 @@ func TestPack(t *testing.T) {
 		t.Errorf("uncompressed layer digest %s differs from its diff_id %s", ld.Digest, wantRootFS.DiffIDs[0])
 	}
 
-	wantFiles := 2 + 3 // oci-layout, index.json, three blobs
+	// docker load reads manifest.json: the same config and layer blobs, by
+	// their paths in the archive, and the name to tag the image with.
+	var docker []dockerManifest
+	decode(t, files["manifest.json"], &docker)
+	wantDocker := []dockerManifest{{
+		Config:   "blobs/sha256/" + manifest.Config.Digest.Encoded(),
+		RepoTags: []string{"localhost/code-sandbox-mcp/python:trixie"},
+		Layers:   []string{"blobs/sha256/" + ld.Digest.Encoded()},
+	}}
+	if !reflect.DeepEqual(docker, wantDocker) {
+		t.Errorf("manifest.json %+v; want %+v", docker, wantDocker)
+	}
+	for _, d := range docker {
+		for _, p := range append([]string{d.Config}, d.Layers...) {
+			if _, ok := files[p]; !ok {
+				t.Errorf("manifest.json names %s; the archive has no such file", p)
+			}
+		}
+	}
+
+	wantFiles := 3 + 3 // oci-layout, index.json, manifest.json, three blobs
 	if len(files) != wantFiles {
 		t.Errorf("archive has %d files; want %d", len(files), wantFiles)
 	}
@@ -224,6 +244,29 @@ func TestPackCreated(t *testing.T) {
 	decode(t, blob(t, files, manifest.Config), &config)
 	if config.Created == nil || !config.Created.Equal(created) {
 		t.Errorf("config created %v; want %v", config.Created, created)
+	}
+}
+
+// TestPackDockerRepoTags checks the names docker load tags the image with:
+// what docker itself prints for the ref, docker.io/library/ left out.
+func TestPackDockerRepoTags(t *testing.T) {
+	tests := []struct{ ref, want string }{
+		{"localhost/code-sandbox-mcp/nodejs:trixie", "localhost/code-sandbox-mcp/nodejs:trixie"},
+		{"localhost:5000/x:1", "localhost:5000/x:1"},
+		{"docker.io/library/python:3", "python:3"},
+		{"docker.io/someone/tool:v2", "someone/tool:v2"},
+	}
+	rootfs := rootfsTar(t)
+	for _, tt := range tests {
+		var out bytes.Buffer
+		if err := Pack(&out, bytes.NewReader(rootfs), Image{Ref: tt.ref}); err != nil {
+			t.Fatalf("Pack %s: %v", tt.ref, err)
+		}
+		var docker []dockerManifest
+		decode(t, readArchive(t, out.Bytes())["manifest.json"], &docker)
+		if len(docker) != 1 || !reflect.DeepEqual(docker[0].RepoTags, []string{tt.want}) {
+			t.Errorf("Pack %s: manifest.json %+v; want RepoTags [%s]", tt.ref, docker, tt.want)
+		}
 	}
 }
 
