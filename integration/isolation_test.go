@@ -23,6 +23,8 @@ import (
 	apievents "github.com/containerd/containerd/api/events"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
+
+	sandboxoci "code-sandbox-mcp/oci"
 )
 
 // toolFor maps a language to its tool.
@@ -172,7 +174,8 @@ func (m mode) program(lang string) string {
 // pid1 is the command line of the sandbox's first process, as
 // /proc/1/cmdline shows it with spaces: the interpreter running the
 // program (one-shot), or the session driver, which runs the program in
-// its own process (session).
+// its own process (session). One-shot Node.js sandboxes are warm (the
+// default), and node is given the warm start with --require.
 func (m mode) pid1(lang string) string {
 	switch {
 	case lang == "python":
@@ -180,7 +183,7 @@ func (m mode) pid1(lang string) string {
 	case m.session:
 		return "node --expose-internals " + m.program(lang)
 	}
-	return "node " + m.program(lang)
+	return "node --require " + sandboxoci.NodeHooksDir + "/warm.js " + m.program(lang)
 }
 
 // createSession creates a session of lang on s and returns its id.

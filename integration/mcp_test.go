@@ -452,11 +452,16 @@ func runningSandboxes(t *testing.T) []string {
 type taskSet struct {
 	running []string // the program runs
 	// A pool's ready sandboxes: created and not started, or started ahead
-	// and still in the stub (oci.StubScript), which the program replaces.
-	created, stub []string
+	// and still in the stub (oci.StubScript), which the program replaces,
+	// or warm: the interpreter waits in our driver, its standard input
+	// still the server's pipe (a program's is /dev/null).
+	created, stub, warm []string
+	// warming are warm drivers still starting or importing their preloads:
+	// neither ready nor running a program.
+	warming []string
 }
 
-func (s taskSet) waiting() int { return len(s.created) + len(s.stub) }
+func (s taskSet) waiting() int { return len(s.created) + len(s.stub) + len(s.warm) }
 
 func sandboxTasks(ctx context.Context) (taskSet, error) {
 	return tasksOf(ctx, testClient)
@@ -491,12 +496,35 @@ func tasksOf(ctx context.Context, client *containerd.Client) (taskSet, error) {
 				// Started a moment ago: runc's init has not yet
 				// exec'd the process (the stub or the program).
 				set.created = append(set.created, task.ID)
+			case isWarmDriver(task.Pid, cmdline):
+				if isWarmWaiting(task.Pid) {
+					set.warm = append(set.warm, task.ID)
+				} else {
+					set.warming = append(set.warming, task.ID)
+				}
 			default:
 				set.running = append(set.running, task.ID)
 			}
 		}
 	}
 	return set, nil
+}
+
+// isWarmDriver reports whether the process pid, with cmdline, is a warm
+// driver that has not yet run its program: its standard input is still a
+// pipe (a program's is /dev/null), and it is no session's driver (whose
+// input is a pipe for good).
+func isWarmDriver(pid uint32, cmdline string) bool {
+	in, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/0", pid))
+	return err == nil && strings.HasPrefix(in, "pipe:") && !strings.Contains(cmdline, sandboxoci.CodeDir+"/session.")
+}
+
+// isWarmWaiting reports whether the warm driver pid is ready: blocked
+// reading its standard input (read(2) on descriptor 0, as
+// /proc/PID/syscall shows it), not still starting or importing.
+func isWarmWaiting(pid uint32) bool {
+	sc, err := os.ReadFile(fmt.Sprintf("/proc/%d/syscall", pid))
+	return err == nil && strings.HasPrefix(string(sc), "0 0x0 ")
 }
 
 // gone reports whether none of the containers ids exists any more.

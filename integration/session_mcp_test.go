@@ -169,8 +169,8 @@ func TestFaultServerKilledWithASessionThenNewServer(t *testing.T) {
 	if o := s.call(ctx, "x = 1\nopen('kept.txt', 'w').write('x')\nprint(x)", 30*time.Second, "session_id", c.SessionID); o.err != nil || o.r.out.Stdout != "1\n" {
 		t.Fatalf("a cell: %s", o)
 	}
-	// The pool's stubs are orphans too, once full.
-	if !waitFor(30*time.Second, func() bool { return len(d.tasks(t).stub) == 2 }) {
+	// The pool's ready sandboxes are orphans too, once full.
+	if !waitFor(30*time.Second, func() bool { return d.tasks(t).waiting() == 2 }) {
 		t.Fatalf("the pool did not fill: %+v", d.tasks(t))
 	}
 	sessionIDs := d.tasks(t).running
