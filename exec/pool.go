@@ -53,9 +53,10 @@ type pool struct {
 	ready    chan *sandbox // all but the preloaded
 	loaded   chan *sandbox // warm, with the preloads imported
 	wake     chan struct{}
-	ahead    atomic.Bool // start sandboxes ahead, on the stub
-	warm     atomic.Bool // start them in the warm driver instead
-	fellBack atomic.Bool // a stub could not be created, once at least
+	ahead    atomic.Bool  // start sandboxes ahead, on the stub
+	warm     atomic.Bool  // start them in the warm driver instead
+	lastMiss atomic.Int64 // when take last found nothing, in Unix nanoseconds
+	fellBack atomic.Bool  // a stub could not be created, once at least
 	once     sync.Once
 	started  atomic.Bool
 	done     chan struct{} // closed when the filler has stopped
@@ -85,6 +86,10 @@ func (e *Executor) warmDriver(lang config.Language) string {
 	return warmInterpreter(lang)
 }
 
+// busyFor is how long after a call found the pool empty the filler makes
+// only sandboxes without preloads.
+const busyFor = 5 * time.Second
+
 // loadedWanted is how many of the pool's sandboxes import the preloads:
 // half, and at least one, if there are preloads and the pool is warm.
 func (p *pool) loadedWanted() int {
@@ -92,6 +97,18 @@ func (p *pool) loadedWanted() int {
 		return 0
 	}
 	return max(p.size/2, 1)
+}
+
+// nextPreloaded says whether the next sandbox the filler makes imports
+// the preloads: only once the others are there (they are quicker to
+// make), while fewer than loadedWanted do, and not while calls find the
+// pool empty. Importing numpy and pandas takes about 300 ms of a CPU:
+// under a load that empties the pool, that CPU is better spent on the
+// sandboxes the calls wait for.
+func (p *pool) nextPreloaded() bool {
+	want := p.loadedWanted()
+	return want > 0 && len(p.loaded) < want && len(p.ready) >= p.size-want &&
+		time.Since(time.Unix(0, p.lastMiss.Load())) > busyFor
 }
 
 // count is how many sandboxes the pool holds.
@@ -127,6 +144,7 @@ func (p *pool) take(code string) *sandbox {
 			select {
 			case s = <-second:
 			default:
+				p.lastMiss.Store(time.Now().UnixNano())
 				return nil
 			}
 		}
@@ -216,7 +234,7 @@ func (p *pool) fill() {
 	for {
 		p.expire()
 		for p.count() < p.size && ctx.Err() == nil {
-			s, err := p.create(ctx, len(p.loaded) < p.loadedWanted())
+			s, err := p.create(ctx, p.nextPreloaded())
 			if err != nil {
 				if ctx.Err() != nil {
 					break
