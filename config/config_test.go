@@ -226,6 +226,8 @@ func TestErrors(t *testing.T) {
 		{"idle over lifetime", "[sessions]\nidle_timeout = \"2h\"", []string{"sessions.idle_timeout", "more than max_lifetime (1h0m0s)"}},
 		{"unknown sessions key", "[sessions]\nmax = 3", []string{"sessions.max"}},
 		{"unknown session driver", "[languages.python]\nsession_driver = \"ipython\"", []string{"languages.python.session_driver", `"ipython"`, `"python" or "node"`}},
+		{"preload with a space", "[languages.python]\npreload = [\"numpy pandas\"]", []string{"languages.python.preload", `"numpy pandas"`, "module name"}},
+		{"empty preload", "[languages.python]\npreload = [\"\"]", []string{"languages.python.preload", `""`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.toml, "bad.toml")
@@ -487,6 +489,27 @@ func TestAudit(t *testing.T) {
 	for _, p := range []string{"/var/log/", " a.log", "a\x00b"} {
 		if _, err := Parse(fmt.Sprintf("[audit]\npath = %q\n", p), "t.toml"); err == nil || !strings.Contains(err.Error(), "audit.path") {
 			t.Errorf("path %q: got %v; want an audit.path error", p, err)
+		}
+	}
+}
+
+func TestInterpreter(t *testing.T) {
+	for _, tc := range []struct {
+		driver  string
+		command []string
+		want    string
+	}{
+		{"python", []string{"/opt/py/bin/run"}, "python"},
+		{"", []string{"python3.13", "-X", "dev"}, "python"},
+		{"", []string{"/usr/bin/python3"}, "python"},
+		{"", []string{"nodejs"}, "node"},
+		{"", []string{"node"}, "node"},
+		{"", []string{"bash"}, ""},
+		{"", nil, ""},
+	} {
+		l := Language{SessionDriver: tc.driver, Command: tc.command}
+		if got := l.Interpreter(); got != tc.want {
+			t.Errorf("Interpreter() of session_driver %q, command %q = %q; want %q", tc.driver, tc.command, got, tc.want)
 		}
 	}
 }

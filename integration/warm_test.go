@@ -3,7 +3,9 @@ package integration
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,4 +127,58 @@ func fileSums(files []exec.File) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// A warm start that fails falls back to the waiting /bin/sh, logged once
+// with its reason, and every run still gives the right result: a preload
+// that does not import, a preload that writes while it imports (its
+// output would be lost to the program), and a language whose command has
+// no warm driver.
+func TestWarmStartFallsBack(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lang    func(l *config.Language)
+		log     string // in the warning
+		program string
+		want    string
+	}{
+		{"a preload that does not import", func(l *config.Language) { l.Preload = []string{"no_such_module_xyz"} },
+			`cannot import no_such_module_xyz: ModuleNotFoundError`, `print("ran")`, "ran\n"},
+		{"a preload that writes", func(l *config.Language) { l.Preload = []string{"this"} },
+			`it wrote before the program ran`, `print("ran")`, "ran\n"},
+		{"no driver for the command", func(l *config.Language) {
+			l.SessionDriver, l.Command = "", []string{"/bin/sh", "-c", `exec python3 "$0"`}
+		}, `starts neither python nor node`, `print("ran")`, "ran\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lang := testLanguage("python")
+			lang.Warm, lang.Pool = true, 1
+			tc.lang(&lang)
+			var log syncBuffer
+			e := newExecutor(t, func(c *exec.Config) {
+				c.Languages = []config.Language{lang}
+				c.Logger = slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelInfo}))
+			})
+			for i := range 3 {
+				// After the first run the pool is full again; the
+				// fallback has happened by then.
+				if !waitFor(60*time.Second, func() bool { return e.PoolSizes()["python"] == 1 }) {
+					t.Fatalf("before run %d: the pool did not fill\nlog:\n%s", i, log.String())
+				}
+				res, err := e.Run(testContext(t), exec.Request{Language: "python", Code: tc.program})
+				if err != nil {
+					t.Fatalf("run %d: %v\nlog:\n%s", i, err, log.String())
+				}
+				if string(res.Stdout) != tc.want || res.ExitCode != 0 || len(res.Stderr) != 0 {
+					t.Errorf("run %d: stdout %q, stderr %q, exit %d; want %q, nothing, 0", i, res.Stdout, res.Stderr, res.ExitCode, tc.want)
+				}
+				if res.Warm {
+					t.Errorf("run %d was warm; want the fallback", i)
+				}
+			}
+			if n := strings.Count(log.String(), "warm interpreters are off"); n != 1 || !strings.Contains(log.String(), tc.log) {
+				t.Errorf("log: %d warnings that warm interpreters are off; want 1, saying %q\nlog:\n%s", n, tc.log, log.String())
+			}
+		})
+	}
 }
