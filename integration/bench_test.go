@@ -38,6 +38,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	osexec "os/exec"
@@ -183,9 +184,13 @@ type benchReport struct {
 	SessionMemMiB map[string]float64 `json:"session_mem_mib,omitempty"`
 	FirstResult   []float64          `json:"first_result_ms"`
 	Phases        []string           `json:"phases,omitempty"` // debug "run phases" lines, summarized
-	Soak          *soakRow           `json:"soak,omitempty"`
-	Targets       []target           `json:"targets"`
-	Notes         []string           `json:"notes,omitempty"`
+	// WarmPhases break a warm call down, by language; ReadyMemMiB is what
+	// a ready sandbox's memory cgroup holds, by kind.
+	WarmPhases  []string           `json:"warm_phases,omitempty"`
+	ReadyMemMiB map[string]float64 `json:"ready_mem_mib,omitempty"`
+	Soak        *soakRow           `json:"soak,omitempty"`
+	Targets     []target           `json:"targets"`
+	Notes       []string           `json:"notes,omitempty"`
 }
 
 func BenchmarkSideBySide(b *testing.B) {
@@ -241,6 +246,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		s.waitQuiet(b, 2*pool)
 		time.Sleep(time.Second)
 		rep.IdleRSSMiB = s.rss()
+		rep.ReadyMemMiB = readyMemory(b)
 		for _, p := range append(slices.Clone(benchPrograms), plot) {
 			rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
 		}
@@ -255,6 +261,14 @@ func BenchmarkSideBySide(b *testing.B) {
 		rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
 		rep.Phases = s.phases()
 		s.close(b)
+	}
+
+	// The pool before warm interpreters, and a warm call's phases.
+	if part("cold") {
+		coldRows(b, bin, rep, samples)
+	}
+	if part("phases") {
+		warmPhases(b, bin, max(n/4, 20), rep)
 	}
 
 	// Sessions, on a server of their own.
@@ -356,7 +370,7 @@ func BenchmarkSideBySide(b *testing.B) {
 }
 
 // benchPartNames are the parts of the run, in order, for BENCH_ONLY.
-var benchPartNames = []string{"floor", "pool", "session", "http", "platform", "pool0", "first", "soak", "cli"}
+var benchPartNames = []string{"floor", "pool", "cold", "phases", "session", "http", "platform", "pool0", "first", "soak", "cli"}
 
 // benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
 // (all of them when it is empty), and reports whether a part is to run.
@@ -1208,6 +1222,7 @@ func (r *benchReport) judge() {
 			add("python hello >= 30 runs/s at concurrency 8", true, got, t.RunsPerSec >= 30)
 		}
 	}
+	r.judgeWarm(add)
 	r.judgeSessions(add)
 	r.judgeHTTP(add)
 	if r.IdleRSSMiB > 0 {
@@ -1314,7 +1329,19 @@ func (r *benchReport) table() string {
 			fmt.Fprintf(&w, "- %s\n", p)
 		}
 	}
-	fmt.Fprintf(&w, "\n| target (issue #5) | got | |\n|---|---|---|\n")
+	if len(r.WarmPhases) > 0 {
+		fmt.Fprintf(&w, "\na warm call, phase by phase (paced, pool %d):\n\n", r.Pool)
+		for _, p := range r.WarmPhases {
+			fmt.Fprintf(&w, "- %s\n", p)
+		}
+	}
+	if len(r.ReadyMemMiB) > 0 {
+		fmt.Fprintf(&w, "\nmemory a ready sandbox holds (its memory cgroup, MiB):\n\n")
+		for _, k := range slices.Sorted(maps.Keys(r.ReadyMemMiB)) {
+			fmt.Fprintf(&w, "- %s: %.1f\n", k, r.ReadyMemMiB[k])
+		}
+	}
+	fmt.Fprintf(&w, "\n| target (issues #5, #15) | got | |\n|---|---|---|\n")
 	for _, t := range r.Targets {
 		verdict := "not met"
 		switch {
