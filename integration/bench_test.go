@@ -31,7 +31,6 @@ package integration
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -800,18 +799,11 @@ var (
 // line's attributes that are durations.
 func (s *benchServer) logDurations(msg string) []map[string]time.Duration {
 	var out []map[string]time.Duration
-	sc := bufio.NewScanner(strings.NewReader(s.stderr.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		m := logMsg.FindStringSubmatch(line)
-		if m == nil || m[1] != msg {
-			continue
-		}
+	for _, line := range s.logAttrs(msg) {
 		attrs := map[string]time.Duration{}
-		for _, a := range logAttr.FindAllStringSubmatch(line, -1) {
-			if d, err := time.ParseDuration(strings.Trim(a[2], `"`)); err == nil {
-				attrs[a[1]] = d
+		for k, v := range line {
+			if d, err := time.ParseDuration(v); err == nil {
+				attrs[k] = d
 			}
 		}
 		out = append(out, attrs)
