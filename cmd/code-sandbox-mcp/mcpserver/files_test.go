@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -420,6 +421,9 @@ func TestEnvironmentsFiles(t *testing.T) {
 	l := py.Limits
 	if !py.Figures || env.Languages["javascript"].Figures {
 		t.Errorf("figures: python %v, javascript %v; want true, false", py.Figures, env.Languages["javascript"].Figures)
+	}
+	if js := env.Languages["javascript"]; !py.Warm || !slices.Equal(py.Preload, []string{"numpy", "pandas"}) || !js.Warm || len(js.Preload) != 0 {
+		t.Errorf("warm: python %v %q, javascript %v %q; want true [numpy pandas], true []", py.Warm, py.Preload, js.Warm, js.Preload)
 	}
 	if l.Workspace != "/workspace" || l.WorkspaceBytes != 64<<20 || l.FilesInBytes != 10<<20 || l.MaxFilesIn != 100 ||
 		l.FilesOutBytes != 32<<20 || l.MaxFilesOut != 100 || l.MaxImages != 4 || l.ImageBytes != 1<<20 {

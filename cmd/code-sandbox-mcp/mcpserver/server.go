@@ -192,6 +192,10 @@ type environment struct {
 	File        string   `json:"file"`
 	Description string   `json:"description"`
 	Figures     bool     `json:"figures"`
+	// Warm says whether ready sandboxes wait with the interpreter started
+	// (and Preload imported); see config.Language.Warm.
+	Warm    bool     `json:"warm"`
+	Preload []string `json:"preload,omitempty"`
 	// Sessions says whether the language's tool takes a session_id.
 	Sessions bool         `json:"sessions"`
 	Limits   limitsOutput `json:"limits"`
@@ -274,7 +278,7 @@ func environments(version string, store *fileStore, langs []config.Language, san
 		}
 		out.Languages[l.Name] = environment{
 			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description, Figures: l.Figures,
-			Sessions: sess.offers(l.Name),
+			Warm: l.Warm && l.Pool > 0 && l.Interpreter() != "", Preload: l.Preload, Sessions: sess.offers(l.Name),
 			Limits: limitsOutput{
 				MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
 				FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
