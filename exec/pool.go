@@ -149,11 +149,12 @@ func (p *pool) take(code string) *sandbox {
 			}
 		}
 		if st, exited := s.stubExited(); exited {
-			code, _, _ := st.Result()
-			if s.warm != nil {
-				p.warmFailed(fmt.Errorf("its interpreter exited, status %d, while it waited for a program%s", code, s.warm.said()))
-			} else {
+			code, _, err := st.Result()
+			switch {
+			case s.warm == nil:
 				p.stubFailed(code)
+			case err == nil:
+				p.warmFailed(fmt.Errorf("its interpreter exited, status %d, while it waited for a program%s", code, s.warm.said()))
 			}
 			p.l.e.retire(s)
 			continue
@@ -306,8 +307,9 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox, error) {
 			e.log.Debug("a warm ready sandbox cannot start; created without it", "language", p.l.cfg.Name, "err", err)
 		} else if err := s.warmUp(ctx); err != nil {
 			s.destroy(ctx)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
+			var fault *warmFault
+			if ctx.Err() != nil || !errors.As(err, &fault) {
+				return nil, err
 			}
 			p.warmFailed(err)
 		} else {

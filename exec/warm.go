@@ -69,32 +69,53 @@ func newWarmStart(stdout, stderr io.Writer, preloaded bool) *warmStart {
 }
 
 // warmUp waits until s's driver is warm: its marker came through both
-// streams with nothing before it. An error says why not: the process
-// ended (a preload failed, say), it wrote something first, ctx ended or
-// warmStartTimeout passed.
+// streams with nothing before it. An error says why not; a *warmFault is
+// the warm start's own (the process ended: a preload failed, say; it
+// wrote something first; it was not ready within warmStartTimeout), and
+// any other error is not (ctx ended, containerd went away).
 func (s *sandbox) warmUp(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, warmStartTimeout)
 	defer cancel()
 	w := s.warm
+	// The kernel's word that the process ended counts only if it is
+	// known: a watch that lost events, or none, closes done without it.
+	kernel := s.exit.done
 	for _, g := range []*warmGate{w.out, w.err} {
-		select {
-		case <-g.ready:
-		case <-s.exit.done:
-			return s.warmEnded(w)
-		case <-s.exited:
-			return s.warmEnded(w)
-		case <-ctx.Done():
-			if ctx.Err() == context.DeadlineExceeded {
-				return fmt.Errorf("its interpreter was not ready within %s%s", warmStartTimeout, w.said())
+	wait:
+		for {
+			select {
+			case <-g.ready:
+				break wait
+			case <-kernel:
+				if _, ok := s.exit.code(); ok {
+					return s.warmEnded(w)
+				}
+				kernel = nil
+			case st := <-s.exited:
+				if _, _, err := st.Result(); err != nil {
+					// containerd went away, not the driver: no fault of
+					// the warm start's.
+					return fmt.Errorf("containerd's wait for the warm sandbox broke: %w", err)
+				}
+				return s.warmEnded(w)
+			case <-ctx.Done():
+				if ctx.Err() == context.DeadlineExceeded {
+					return &warmFault{fmt.Sprintf("its interpreter was not ready within %s%s", warmStartTimeout, w.said())}
+				}
+				return context.Cause(ctx)
 			}
-			return context.Cause(ctx)
 		}
 	}
 	if w.out.prelude() != "" || w.err.prelude() != "" {
-		return fmt.Errorf("it wrote before the program ran, which the program's output would then lack or hold%s", w.said())
+		return &warmFault{fmt.Sprintf("it wrote before the program ran, which the program's output would then lack or hold%s", w.said())}
 	}
 	return nil
 }
+
+// warmFault is a warm start's failure that is its own: see warmUp.
+type warmFault struct{ why string }
+
+func (f *warmFault) Error() string { return f.why }
 
 // warmEnded is warmUp's error once the driver's process ended first.
 func (s *sandbox) warmEnded(w *warmStart) error {
@@ -104,7 +125,7 @@ func (s *sandbox) warmEnded(w *warmStart) error {
 	if code, ok := s.exit.code(); ok {
 		msg += fmt.Sprintf(" (status %d)", code)
 	}
-	return fmt.Errorf("%s%s", msg, w.said())
+	return &warmFault{msg + w.said()}
 }
 
 // said quotes what the start wrote, for an error, or is "".
