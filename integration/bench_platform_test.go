@@ -63,10 +63,14 @@ func platformThroughput(b *testing.B, c int, d time.Duration) throughputRow {
 		}
 		return nil
 	}
+	host0 := hostBusy()
 	row, errs := drive(platformName, c, until(d), once)
 	if len(errs) > 0 {
 		b.Fatalf("%s at concurrency %d: %d runs failed; the first: %v", platformName, c, len(errs), errs[0])
 	}
-	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s\n", platformName, c, row.RunsPerSec)
+	if row.Runs > 0 {
+		row.HostCPUMs = round(ms(hostBusy()-host0) / float64(row.Runs))
+	}
+	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s, CPU per run %.1f ms\n", platformName, c, row.RunsPerSec, row.HostCPUMs)
 	return row
 }

@@ -126,6 +126,11 @@ type throughputRow struct {
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
+	// HostCPUMs is the CPU time the whole machine spent per run (busy time
+	// from /proc/stat over the window); ServerCPUMs what the server's own
+	// process spent, where there is one.
+	HostCPUMs   float64 `json:"host_cpu_ms_per_run,omitempty"`
+	ServerCPUMs float64 `json:"server_cpu_ms_per_run,omitempty"`
 }
 
 // soakEvery is how many completed calls of the soak there are between two
@@ -716,13 +721,18 @@ func (s *benchServer) throughput(b *testing.B, p benchProgram, c int, d time.Dur
 			}
 		}
 	}()
+	host0, server0 := hostBusy(), procCPU(s.cmd.Process.Pid)
 	row, errs := drive(p.name, c, until(d), func() error { _, err := s.callErr(p); return err })
 	close(stop)
+	if row.Runs > 0 {
+		row.HostCPUMs = round(ms(hostBusy()-host0) / float64(row.Runs))
+		row.ServerCPUMs = round(ms(procCPU(s.cmd.Process.Pid)-server0) / float64(row.Runs))
+	}
 	if len(errs) > 0 {
 		b.Fatalf("%s at concurrency %d: %d calls failed; the first: %v\nstderr tail:\n%s", p.name, c, len(errs), errs[0], tail(s.stderr.String(), 2000))
 	}
 	row.PeakRSSMiB = round(float64(peak.Load()) / 1024)
-	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s, peak RSS %.1f MiB\n", p.name, c, row.RunsPerSec, row.PeakRSSMiB)
+	fmt.Fprintf(os.Stderr, "bench: %s at concurrency %d: %.1f runs/s, peak RSS %.1f MiB, CPU per run %.1f ms (server %.1f ms)\n", p.name, c, row.RunsPerSec, row.PeakRSSMiB, row.HostCPUMs, row.ServerCPUMs)
 	return row
 }
 
@@ -771,6 +781,44 @@ func drive(program string, c int, more func() bool, once func() error) (throughp
 func until(d time.Duration) func() bool {
 	end := time.Now().Add(d)
 	return func() bool { return time.Now().Before(end) }
+}
+
+// clockTick is the kernel's USER_HZ, the unit of /proc's CPU times.
+const clockTick = 10 * time.Millisecond
+
+// hostBusy is the CPU time the machine has spent busy since boot, all CPUs
+// together: /proc/stat's first line but idle and iowait.
+func hostBusy() time.Duration {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(strings.SplitN(string(data), "\n", 2)[0])
+	var busy int64
+	for i, v := range f[1:] {
+		n, _ := strconv.ParseInt(v, 10, 64)
+		if i != 3 && i != 4 && i < 7 { // not idle, iowait, steal (another guest's); guest times are in user's
+			busy += n
+		}
+	}
+	return time.Duration(busy) * clockTick
+}
+
+// procCPU is the CPU time process pid has spent, its reaped children's
+// included; 0 if it cannot be read.
+func procCPU(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(data)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var t int64
+	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
+		n, _ := strconv.ParseInt(f[i], 10, 64)
+		t += n
+	}
+	return time.Duration(t) * clockTick
 }
 
 func (s *benchServer) rss() float64 { return round(float64(s.rssKiB()) / 1024) }
@@ -1264,9 +1312,9 @@ func (r *benchReport) table() string {
 		fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (from the program's start to its exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
 	}
 	if len(r.Throughput) > 0 {
-		fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB |\n|--:|---|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB | CPU ms/run | server CPU ms/run |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, t := range r.Throughput {
-			fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB)
+			fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB, t.HostCPUMs, t.ServerCPUMs)
 		}
 	}
 	if r.IdleRSSMiB > 0 {

@@ -733,6 +733,12 @@ func startRaw(t *testing.T) *rawServer {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Last: what the server said, for a failure it may explain.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("server stderr:\n%s", tail(r.stderr.String(), 8000))
+		}
+	})
 	t.Cleanup(func() { assertNoLeftovers(t, stateDir) })
 	t.Cleanup(func() {
 		r.stdin.Close()
