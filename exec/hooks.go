@@ -8,11 +8,12 @@ import (
 	"path/filepath"
 )
 
-// pythonHook is the Python hook that saves a program's matplotlib figures
-// into its workspace: sitecustomize.py, which Python runs at start-up and
-// which does almost nothing, and code_sandbox_mcp_figures.py, which it
-// loads only once the program imports matplotlib.pyplot. See the files'
-// own comments.
+// pythonHook is the Python start-up hook: sitecustomize.py, which Python
+// runs at start-up and which does almost nothing unless asked (it is also
+// the warm start's driver: see warm.go), and code_sandbox_mcp_figures.py,
+// which saves a program's matplotlib figures into its workspace, loaded
+// only once the program imports matplotlib.pyplot. See the files' own
+// comments.
 //
 //go:embed pyhooks/*.py
 var pythonHook embed.FS

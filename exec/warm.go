@@ -74,9 +74,14 @@ func newWarmStart(stdout, stderr io.Writer, preloaded bool) *warmStart {
 // wrote something first; it was not ready within warmStartTimeout), and
 // any other error is not (ctx ended, containerd went away).
 func (s *sandbox) warmUp(ctx context.Context) error {
+	w := s.warm
+	if w == nil {
+		// Warm starts went off while it was made (see pool.warmFailed):
+		// it waits in the stub, or was not started.
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, warmStartTimeout)
 	defer cancel()
-	w := s.warm
 	// The kernel's word that the process ended counts only if it is
 	// known: a watch that lost events, or none, closes done without it.
 	kernel := s.exit.done
