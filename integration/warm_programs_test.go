@@ -118,6 +118,11 @@ print("main done", threading.active_count())`},
 	{name: "subprocess", code: `import subprocess, sys
 r = subprocess.run([sys.executable, "-c", "import sys; print(sys.argv, repr(sys.stdin.read()), 'numpy' in sys.modules)"], capture_output=True, text=True)
 print(r.returncode, r.stdout, r.stderr)`},
+	{name: "a child Python with piped input", code: `import subprocess, sys
+for args in (["-c", "import sys; print(repr(sys.stdin.read()))"], ["-"]):
+    r = subprocess.run([sys.executable] + args, input="print('script from stdin')\n" if args == ["-"] else "piped\nlines\n", capture_output=True, text=True)
+    print(r.returncode, repr(r.stdout), repr(r.stderr))`,
+		want: "0 \"'piped\\\\nlines\\\\n'\\n\" ''\n0 'script from stdin\\n' ''\n"},
 	{name: "fork", code: `import os
 pid = os.fork()
 if pid == 0:
@@ -200,6 +205,9 @@ setTimeout(() => {}, 10)`},
 	{name: "dynamic import", code: `import("node:path").then((p) => console.log(typeof p.join, typeof p.default))`},
 	{name: "child process", code: `const cp = require("child_process")
 console.log(cp.execFileSync(process.execPath, ["-e", "console.log(process.execArgv, process.argv.length, require('fs').fstatSync(0).isFIFO())"], {stdio: ["ignore", "pipe", "pipe"]}).toString())`},
+	{name: "a child node with piped input", code: `const cp = require("child_process")
+console.log(cp.execFileSync(process.execPath, ["-e", "process.stdin.pipe(process.stdout)"], {input: "piped\nlines\n"}).toString())`,
+		want: "piped\nlines\n\n"},
 	{name: "fork", code: `const cp = require("child_process")
 if (process.argv[2] === "child") {
   console.log("child", process.execArgv, Object.keys(require.cache))

@@ -22,6 +22,9 @@ type warmCase struct {
 	files []exec.File
 	// timeout, if set, is the run's; the default is the test limits'.
 	timeout time.Duration
+	// want, if set, is the standard output both runs must give: for what
+	// the driver, present in both, could get wrong in both alike.
+	want string
 }
 
 // warmLanguages are the languages of the equivalence test: each test
@@ -112,6 +115,9 @@ func compareWarm(t *testing.T, e *exec.Executor, lang string, c warmCase) {
 	}
 	if !bytes.Equal(warm.Stderr, cold.Stderr) {
 		t.Errorf("stderr differs:\nwarm: %q\ncold: %q", warm.Stderr, cold.Stderr)
+	}
+	if c.want != "" && string(cold.Stdout) != c.want {
+		t.Errorf("stdout %q; want %q", cold.Stdout, c.want)
 	}
 	if t.Failed() {
 		return

@@ -1,8 +1,9 @@
 // code-sandbox-mcp: the warm start of Node.js sandboxes. Every sandbox of a
 // warm JavaScript language runs `node --require THIS_FILE /sandbox/main.js`.
 //
-// In a warm ready sandbox (started before /sandbox/main.js exists, with
-// standard input a pipe from the server) this module waits: the server
+// In a warm ready sandbox (started as the sandbox's first process, pid 1,
+// before /sandbox/main.js exists, with standard input a pipe from the
+// server) this module waits: the server
 // writes one line at once, "csm-warm MODULE...", whose modules are
 // required here, then an empty line once the program is in place. Node.js
 // then runs the program as its main module, as `node /sandbox/main.js`
@@ -26,7 +27,7 @@
   delete require.cache[__filename];
 
   try {
-    if (!fs.fstatSync(0).isFIFO() || fs.existsSync(process.argv[1])) {
+    if (process.pid !== 1 || !fs.fstatSync(0).isFIFO() || fs.existsSync(process.argv[1])) {
       return;
     }
   } catch {

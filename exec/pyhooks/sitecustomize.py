@@ -120,9 +120,12 @@ def _warm():
     """Wait, warm, for the program: see the comment at the top.
 
     A warm ready sandbox is started as `python3 /sandbox/main.py` before
-    /sandbox/main.py exists, with standard input a pipe from the server.
-    Nothing else is: a one-shot run's standard input is /dev/null, and a
-    session's driver exists when it starts. On that pipe the server writes
+    /sandbox/main.py exists, as the sandbox's first process (pid 1), with
+    standard input a pipe from the server. Nothing else is: a one-shot
+    run's standard input is /dev/null, a session's driver exists when it
+    starts, and a Python the program starts (whose standard input may well
+    be a pipe, and whose script may be "-c") is never pid 1, so this never
+    reads a byte of its input. On that pipe the server writes
     one line at once, "csm-warm MODULE...", and a second, empty one once the
     program is in place; then it closes the pipe.
 
@@ -134,7 +137,7 @@ def _warm():
     import stat
 
     try:
-        if not stat.S_ISFIFO(os.fstat(0).st_mode) or os.path.exists(sys.argv[0]):
+        if os.getpid() != 1 or not stat.S_ISFIFO(os.fstat(0).st_mode) or os.path.exists(sys.argv[0]):
             return
     except (OSError, IndexError):
         return
