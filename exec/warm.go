@@ -19,10 +19,10 @@ import (
 // (pyhooks/sitecustomize.py), for Node.js a module given to --require
 // (drivers/warm.js). Every sandbox of a warm language runs the driver; it
 // does nothing unless it is the sandbox's first process, its standard
-// input is a pipe and the program is not there yet: a process the
-// program starts never waits, nor reads a byte of its input. On that pipe the server writes, at once, one
-// line that names the modules to import first, and once the program is in
-// place an empty one (see startLine). The driver writes warmMarker on
+// input is a pipe and the program is not there yet: a process the program
+// starts never waits, nor reads a byte of its input. On that pipe the
+// server writes, at once, one line that names the modules to import
+// first, and once the program is in place an empty one (see startLine). The driver writes warmMarker on
 // both streams once it is ready; what comes before is not the program's.
 // Then the interpreter runs the program as it would have without us.
 
@@ -45,11 +45,8 @@ func warmInterpreter(lang config.Language) string {
 	if !lang.Warm {
 		return ""
 	}
-	switch i := lang.Interpreter(); i {
-	case "python", "node":
-		return i
-	}
-	return ""
+	// There is a driver for each interpreter Interpreter knows.
+	return lang.Interpreter()
 }
 
 // warmLine is the line a warm sandbox reads first: the modules it imports
@@ -93,17 +90,18 @@ func (s *sandbox) warmUp(ctx context.Context) error {
 			case <-g.ready:
 				break wait
 			case <-kernel:
-				if _, ok := s.exit.code(); ok {
-					return s.warmEnded(w)
+				if code, ok := s.exit.code(); ok {
+					return s.warmEnded(w, code)
 				}
 				kernel = nil
 			case st := <-s.exited:
-				if _, _, err := st.Result(); err != nil {
+				code, _, err := st.Result()
+				if err != nil {
 					// containerd went away, not the driver: no fault of
 					// the warm start's.
 					return fmt.Errorf("containerd's wait for the warm sandbox broke: %w", err)
 				}
-				return s.warmEnded(w)
+				return s.warmEnded(w, code)
 			case <-ctx.Done():
 				if ctx.Err() == context.DeadlineExceeded {
 					return &warmFault{fmt.Sprintf("its interpreter was not ready within %s%s", warmStartTimeout, w.said())}
@@ -123,15 +121,12 @@ type warmFault struct{ why string }
 
 func (f *warmFault) Error() string { return f.why }
 
-// warmEnded is warmUp's error once the driver's process ended first.
-func (s *sandbox) warmEnded(w *warmStart) error {
+// warmEnded is warmUp's error once the driver's process ended first, with
+// status code.
+func (s *sandbox) warmEnded(w *warmStart, code uint32) error {
 	// The copiers reach the end of both streams once the process is gone.
 	s.drain()
-	msg := "its interpreter exited before it was ready"
-	if code, ok := s.exit.code(); ok {
-		msg += fmt.Sprintf(" (status %d)", code)
-	}
-	return &warmFault{msg + w.said()}
+	return &warmFault{fmt.Sprintf("its interpreter exited, status %d, before it was ready%s", code, w.said())}
 }
 
 // said quotes what the start wrote, for an error, or is "".

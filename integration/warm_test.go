@@ -188,3 +188,27 @@ func TestWarmStartFallsBack(t *testing.T) {
 		})
 	}
 }
+
+// A program that names a preloaded module runs where the preloads were
+// imported, any other where they were not: the equivalence tables cannot
+// show it (which modules are loaded is the one thing a program may see
+// differ), so the programs here look.
+func TestWarmKinds(t *testing.T) {
+	lang := testLanguage("python")
+	lang.Warm, lang.Pool, lang.Preload = true, 2, []string{"numpy", "pandas"}
+	e := newExecutor(t, func(c *exec.Config) { c.Languages = []config.Language{lang} })
+	for _, tc := range []struct{ code, want string }{
+		// Names numpy, as a word, in a comment.
+		{"import sys\nprint(any(m.startswith('pand') for m in sys.modules))  # numpy", "True\n"},
+		// Names neither.
+		{"import sys\nprint(any(m.startswith('pand') for m in sys.modules))", "False\n"},
+	} {
+		if !waitFor(90*time.Second, func() bool { return e.PoolSizes()["python"] == 2 }) {
+			t.Fatalf("the pool did not fill within 90 s: %v", e.PoolSizes())
+		}
+		res := run(t, e, "python", tc.code)
+		if !res.Warm || string(res.Stdout) != tc.want {
+			t.Errorf("%q: warm %v, stdout %q, stderr %q; want warm, %q", tc.code, res.Warm, res.Stdout, res.Stderr, tc.want)
+		}
+	}
+}
