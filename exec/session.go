@@ -260,6 +260,8 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	}
 	ss.mu.Lock()
 	ss.busy = false
+	// Idle from now: the time its sandbox took to start is not idle time.
+	ss.lastUsed = time.Now()
 	ss.timer = time.AfterFunc(time.Until(ss.expiresLocked()), ss.expire)
 	gone := isClosed(ss.gone)
 	ss.mu.Unlock()
@@ -639,15 +641,20 @@ func (ss *session) goneReason() string {
 	return fmt.Sprintf("the interpreter exited with status %d, so the session ended", ss.code)
 }
 
-// startCall marks the session busy, unless it ended.
+// startCall marks the session busy, unless it ended or its time is up:
+// a timer that fires late lets no call into an expired session.
 func (ss *session) startCall() bool {
 	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	if ss.why != "" || isClosed(ss.gone) {
-		return false
+	why := ss.expiredLocked(time.Now())
+	ok := why == "" && ss.why == "" && !isClosed(ss.gone)
+	if ok {
+		ss.busy = true
 	}
-	ss.busy = true
-	return true
+	ss.mu.Unlock()
+	if why != "" {
+		ss.end(why)
+	}
+	return ok
 }
 
 // count counts a cell about to be sent, and returns its number.
@@ -687,19 +694,26 @@ func (ss *session) expiresLocked() time.Time {
 func (ss *session) expire() {
 	ss.mu.Lock()
 	now := time.Now()
-	var why string
-	switch {
-	case !now.Before(ss.created.Add(ss.lifetime)):
-		why = fmt.Sprintf("it reached its maximum lifetime of %s (max_lifetime)", ss.lifetime)
-	case !ss.busy && !now.Before(ss.lastUsed.Add(ss.idle)):
-		why = fmt.Sprintf("it was idle for %s (its idle timeout)", ss.idle)
-	default:
+	why := ss.expiredLocked(now)
+	if why == "" {
 		ss.timer.Reset(ss.expiresLocked().Sub(now))
 	}
 	ss.mu.Unlock()
 	if why != "" {
 		ss.end(why)
 	}
+}
+
+// expiredLocked says why the session's time is up at now, or returns ""
+// if it is not; ss.mu is held.
+func (ss *session) expiredLocked(now time.Time) string {
+	switch {
+	case !now.Before(ss.created.Add(ss.lifetime)):
+		return fmt.Sprintf("it reached its maximum lifetime of %s (max_lifetime)", ss.lifetime)
+	case !ss.busy && !now.Before(ss.lastUsed.Add(ss.idle)):
+		return fmt.Sprintf("it was idle for %s (its idle timeout)", ss.idle)
+	}
+	return ""
 }
 
 // end ends the session once: it is forgotten, and its sandbox destroyed

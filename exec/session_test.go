@@ -117,3 +117,25 @@ func TestSessionExpiry(t *testing.T) {
 		t.Errorf("busy: expires %s; want its lifetime only", got)
 	}
 }
+
+// expiredLocked is what both the timer and a call's start ask, so a late
+// timer lets no call into an expired session.
+func TestSessionExpired(t *testing.T) {
+	now := time.Now()
+	s := &session{created: now.Add(-time.Minute), lastUsed: now.Add(-2 * time.Second), idle: time.Second, lifetime: time.Hour}
+	if why := s.expiredLocked(now); !strings.Contains(why, "idle for 1s") {
+		t.Errorf("idle past its timeout: %q; want it idle", why)
+	}
+	s.busy = true
+	if why := s.expiredLocked(now); why != "" {
+		t.Errorf("busy past its idle timeout: %q; want not expired", why)
+	}
+	s.busy, s.lastUsed = false, now
+	if why := s.expiredLocked(now); why != "" {
+		t.Errorf("just used: %q; want not expired", why)
+	}
+	s.created = now.Add(-time.Hour)
+	if why := s.expiredLocked(now); !strings.Contains(why, "maximum lifetime of 1h0m0s") {
+		t.Errorf("at its lifetime: %q; want its lifetime reached", why)
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	apievents "github.com/containerd/containerd/api/events"
+	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 
@@ -252,8 +253,8 @@ func (m mode) hostile(t *testing.T, s *mcpServer, lang, src string, opts ...host
 		}
 		return hostileRun{toolResult: r, ids: w.exitedIDs(), took: took, watch: w}
 	}
-	// The exit event is published before the server has the exit status,
-	// but it may reach this subscriber a moment after the call returned.
+	// The result takes the kernel's exit status: containerd's word of the
+	// exit, and the delete, may reach this subscriber a moment later.
 	if !waitFor(5*time.Second, func() bool { return len(w.exitedIDs()) > 0 }) {
 		t.Fatalf("%s call returned %q (isError %v) but no sandbox task exited", tool, r.text, r.isError)
 	}
@@ -325,6 +326,13 @@ type startWatch struct {
 	// since is when the watch began: a task deleted after it counts as
 	// exited during it only if it exited after it.
 	since time.Time
+	// ended are the sandboxes whose task had ended, or that had none,
+	// as the watch began: their exit or delete meanwhile is not an exit
+	// during the watch (an earlier call's sandbox, destroyed in the
+	// background), unless their task started meanwhile.
+	ended map[string]bool
+	// deleted are the containers deleted meanwhile.
+	deleted []string
 
 	probe   string      // the topic of the watch's own events
 	flushed chan string // the marker of each flush's probe, as it arrives
@@ -374,8 +382,11 @@ func watchStarts(t *testing.T) *startWatch {
 	ctx, cancel := context.WithCancel(testContext(t))
 	t.Cleanup(cancel)
 	const probe = "/code-sandbox-test/watch-ready"
-	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/tasks/delete"`, `topic=="/containers/create"`, `topic==`+fmt.Sprintf("%q", probe))
-	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, flushed: make(chan string, 1), probe: probe, since: time.Now()}
+	// Taken before the subscription: a task that ends between the two
+	// counts as ending during the watch.
+	since, ended := time.Now(), endedTasks(t)
+	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/tasks/delete"`, `topic=="/containers/create"`, `topic=="/containers/delete"`, `topic==`+fmt.Sprintf("%q", probe))
+	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, flushed: make(chan string, 1), probe: probe, since: since, ended: ended}
 	ready := make(chan struct{})
 	go func() {
 		for {
@@ -417,20 +428,23 @@ func watchStarts(t *testing.T) *startWatch {
 						w.exit(e.ContainerID)
 					}
 				case *apievents.TaskDelete:
-					// A deleted task has exited. containerd 2.x now and
-					// then drops a task's /tasks/exit event when the task
-					// is deleted at once (the shim goes away first); its
-					// /tasks/delete, which the daemon itself publishes,
-					// still comes. It counts if the task exited while the
-					// watch ran: the delete of a sandbox that exited
-					// before (an earlier call's, destroyed in the
-					// background) does not.
+					// A deleted task has exited. It counts if the task
+					// exited while the watch ran.
 					if (e.ID == "" || e.ID == e.ContainerID) && e.ExitedAt != nil && !e.ExitedAt.AsTime().Before(w.since) {
 						w.exit(e.ContainerID)
 					}
 				case *apievents.ContainerCreate:
 					w.mu.Lock()
 					w.created = append(w.created, e.ID)
+					w.mu.Unlock()
+				case *apievents.ContainerDelete:
+					// containerd 2.x now and then loses both a task's
+					// /tasks/exit and its /tasks/delete: its shim sends
+					// them, and may exit before they are through. The
+					// daemon itself publishes /containers/delete, and a
+					// sandbox's container is deleted only after its task.
+					w.mu.Lock()
+					w.deleted = append(w.deleted, e.ID)
 					w.mu.Unlock()
 				}
 			case <-errs:
@@ -514,21 +528,71 @@ func (w *startWatch) seen() []string {
 	return slices.Clone(w.ids)
 }
 
-// exit records that the task of container id exited.
+// exit records that the task of container id exited, unless it had
+// ended before the watch began.
 func (w *startWatch) exit(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if !slices.Contains(w.exited, id) {
+	if !w.endedBefore(id) && !slices.Contains(w.exited, id) {
 		w.exited = append(w.exited, id)
 	}
 }
 
-// exitedIDs returns the ids of the tasks that exited (or were deleted,
-// which they are only once exited) so far.
+// endedBefore reports whether the task of container id had ended, or
+// there was none, as the watch began, and none started since; w.mu is
+// held.
+func (w *startWatch) endedBefore(id string) bool {
+	return w.ended[id] && !slices.Contains(w.ids, id)
+}
+
+// exitedIDs returns the ids of the tasks that exited while the watch ran
+// (or whose task or container was deleted, which they are only once
+// exited) so far.
 func (w *startWatch) exitedIDs() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return slices.Clone(w.exited)
+	ids := slices.Clone(w.exited)
+	for _, id := range w.deleted {
+		if !w.endedBefore(id) && !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// endedTasks returns the containers of testNamespace whose task has ended,
+// by containerd's word or the kernel's (a sandbox's result may come from
+// the kernel's before containerd has it), or that have no task.
+func endedTasks(t *testing.T) map[string]bool {
+	t.Helper()
+	ctx := testContext(t)
+	cs, err := testClient.Containers(ctx)
+	if err != nil {
+		t.Fatalf("list containers: %v", err)
+	}
+	ended := map[string]bool{}
+	for _, c := range cs {
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			ended[c.ID()] = true
+			continue
+		}
+		st, err := task.Status(ctx)
+		if err != nil || st.Status == containerd.Stopped || !running(int(task.Pid())) {
+			ended[c.ID()] = true
+		}
+	}
+	return ended
+}
+
+// running reports whether process pid exists and is not a zombie.
+func running(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
 
 // createdContainers returns the ids of the containers created so far.

@@ -357,7 +357,17 @@ func TestSessionLifetime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	busy := newSession(t, e, "javascript")
+	if !idle.ExpiresAt.Equal(idle.LastUsed.Add(time.Second)) || idle.LastUsed.Before(idle.Created) {
+		t.Errorf("session info %+v; want it idle from when it was ready, for 1s", idle)
+	}
+	// Idle for 4s (up to its lifetime of 5s): the checks of the other
+	// leave it time on a busy host.
+	busy, err := e.CreateSession(testContext(t), "local", "javascript", 4*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past its idle timeout, a call finds the session ended, whether its
+	// timer has fired yet or not.
 	time.Sleep(1500 * time.Millisecond)
 	_, err = cellErr(testContext(t), e, "python", idle.ID, "1", 0)
 	var no *exec.NoSessionError
