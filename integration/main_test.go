@@ -11,6 +11,10 @@
 //	SANDBOX_SHIM_DIR     where its containerd-shim-runc-v2 is (default: the
 //	                     binary's directory); put first on the daemon's PATH.
 //	SANDBOX_IMAGES       image archives to import, separated by ':'.
+//	SANDBOX_TEST_UIDS    the uid range the sandboxes run as (default
+//	                     2100000000-2100065535); runs at once on one host
+//	                     need ranges apart, 100 uids apart at least
+//	                     (some tests take a few uids above the range).
 //
 // The executor's tests drive package exec; the MCP, isolation, fault and
 // benchmark tests drive the real binary over stdio, as a client would, and
@@ -31,6 +35,7 @@ import (
 	"syscall"
 	"testing"
 
+	"code-sandbox-mcp/config"
 	sandboxexec "code-sandbox-mcp/exec"
 )
 
@@ -156,6 +161,13 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 	}
 	if len(cfg.images) == 0 {
 		return missing("SANDBOX_IMAGES names no image archives (scripts/setup archives builds them)")
+	}
+	if v := os.Getenv("SANDBOX_TEST_UIDS"); v != "" {
+		r, err := config.ParseUIDRange(v)
+		if err != nil {
+			return cfg, fmt.Errorf("SANDBOX_TEST_UIDS: %w", err)
+		}
+		testUIDs = r
 	}
 	return cfg, nil
 }

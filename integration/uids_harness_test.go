@@ -13,7 +13,8 @@ import (
 
 // testUIDs is the range the tests' sandboxes run as: apart from the
 // default range, so that a server running on this host never holds a uid
-// a test's sandbox runs as, nor the other way round.
+// a test's sandbox runs as, nor the other way round. SANDBOX_TEST_UIDS
+// sets another, for a run beside this one.
 var testUIDs = config.UIDRange{First: 2100000000, Last: 2100065535}
 
 // testUIDLockDir is the uid claims directory of every executor and server
