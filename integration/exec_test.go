@@ -275,7 +275,8 @@ func hostProcesses(marker string) []int {
 func TestTimeoutKillsTheWholeProcessTree(t *testing.T) {
 	e := newExecutor(t, nil)
 	both(t, func(t *testing.T, lang string) {
-		marker := map[string]string{"python": "987651", "javascript": "987652"}[lang]
+		// Of this run alone: another run's test may be at the same point.
+		marker := fmt.Sprintf("%d%d", map[string]int{"python": 1, "javascript": 2}[lang], 10000000+os.Getpid())
 		code := program(lang, `
 import os, subprocess, sys
 subprocess.Popen(["sleep", "`+marker+`"], start_new_session=True)
