@@ -139,10 +139,13 @@ func (e *Executor) enter() bool {
 // retire destroys a used sandbox in the background, off the response path.
 func (e *Executor) retire(s *sandbox) {
 	e.cleanups.Add(1)
-	go func() {
-		defer e.cleanups.Done()
-		s.destroy(e.closing)
-	}()
+	go e.destroyCounted(s)
+}
+
+// destroyCounted destroys s, which e.cleanups counts already.
+func (e *Executor) destroyCounted(s *sandbox) {
+	defer e.cleanups.Done()
+	s.destroy(e.closing)
 }
 
 // check validates a request against its language.

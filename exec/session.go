@@ -726,12 +726,18 @@ func (ss *session) end(why string) {
 			ss.timer.Stop()
 		}
 		ss.mu.Unlock()
-		close(ss.done)
+		// Its destroy is counted before the session leaves the table:
+		// Close ends the sessions it finds there, then waits for the
+		// cleanups, so it waits for this one whichever ends it.
+		ss.e.cleanups.Add(1)
+		// Why it ended is on record before a call waiting on done wakes
+		// to say so.
 		ss.e.sessions.remove(ss, why)
+		close(ss.done)
 		if h := ss.e.cfg.Hooks.SessionEnded; h != nil {
 			h(ss.info(), why)
 		}
-		ss.e.retire(ss.sb)
+		go ss.e.destroyCounted(ss.sb)
 		ss.e.log.Info("session ended", "session", ss.id, "why", why)
 	})
 }
