@@ -511,9 +511,10 @@ const containerdGrace = time.Second
 // containerdExit waits up to containerdGrace for containerd's exit of the
 // task, once the kernel said its process ended with status code, and
 // returns containerd's status, or code if containerd is slow or gone. The
-// wait keeps the order of a healthy daemon: the task's exit is processed,
-// and its /tasks/exit event published, before the sandbox is deleted
-// (containerd 2.x drops the event otherwise). A one-shot run's result
+// wait keeps the order of a healthy daemon: the task's exit is processed
+// before the sandbox is deleted. (containerd's wait returns before its
+// shim sends the /tasks/exit event: destroy's kill, before the delete,
+// gives it the time; see there.) A one-shot run's result
 // does not wait for it (the kernel's status is the same, a millisecond or
 // two sooner): its destroy does, before the delete.
 func (s *sandbox) containerdExit(exited <-chan containerd.ExitStatus, code uint32) uint32 {
@@ -589,7 +590,7 @@ func (s *sandbox) destroy(ctx context.Context) {
 	}
 	if s.exitOwed {
 		// Keep a healthy daemon's order (see containerdExit): the
-		// task's exit processed and published, then its delete.
+		// task's exit processed, then its delete.
 		s.containerdExit(s.exited, 0)
 	}
 	if s.task != nil {
