@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -87,6 +88,17 @@ func startExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 	}
 	if edit != nil {
 		edit(&cfg)
+	}
+	if cfg.Logger == nil {
+		// What the executor logged, shown if the test fails: registered
+		// first, so that it runs after Close.
+		log := &syncBuffer{}
+		cfg.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("the executor's log:\n%s", log)
+			}
+		})
 	}
 	e, err := exec.New(testContext(t), cfg)
 	if err != nil {

@@ -219,6 +219,7 @@ func newPrivateDaemon(t *testing.T) *privateDaemon {
 	if err := copyRoot(root, filepath.Join(h.dir, "root")); err != nil {
 		t.Fatal(err)
 	}
+	copied := time.Since(start)
 	if err := h.launch(); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +227,10 @@ func newPrivateDaemon(t *testing.T) *privateDaemon {
 		d.dumpLog()
 		t.Fatal(err)
 	}
-	t.Logf("private daemon %s up in %s", h.address, time.Since(start).Round(time.Millisecond))
+	t.Logf("private daemon %s up in %s (root copied in %s)", h.address, time.Since(start).Round(time.Millisecond), copied.Round(time.Millisecond))
+	if time.Since(start) > 4*time.Second {
+		d.dumpLog()
+	}
 	return d
 }
 
@@ -416,7 +420,8 @@ func startFaultServer(t *testing.T, d *privateDaemon, stateDir string) *faultSer
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := osexec.Command(mcpBinary(t), "--config", cfgPath, "--address", d.address, "--namespace", d.namespace)
+	// At debug level: its log is shown if the test fails.
+	cmd := osexec.Command(mcpBinary(t), "--config", cfgPath, "--address", d.address, "--namespace", d.namespace, "--log-level", "debug")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	s := &faultServer{cmd: cmd, stateDir: stateDir, stderr: &syncBuffer{}, exited: make(chan struct{})}
 
