@@ -53,6 +53,9 @@ type sandbox struct {
 	// exitOwed is set when execute took the kernel's word on the exit and
 	// did not wait for containerd's: destroy waits for it first.
 	exitOwed bool
+	// taskFailed is set when the task could not be created: destroy
+	// then stops a shim containerd may have left (see stopLeftShims).
+	taskFailed bool
 	// session holds the streams of a session's driver, which the task
 	// runs instead of a program; nil for a one-shot sandbox.
 	session *sessionIO
@@ -138,6 +141,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 		cio.WithFIFODir(s.dir),
 	))
 	if err != nil {
+		s.taskFailed = true
 		return nil, fmt.Errorf("create task for %s: %w", lang.Image, err)
 	}
 	// The task's process is the program's, from the stub or runc's init
@@ -623,6 +627,9 @@ func (s *sandbox) destroy(ctx context.Context) {
 	if failed != nil {
 		s.e.deleteLater(s.container, s.dir, s.uid)
 		return
+	}
+	if s.taskFailed {
+		s.e.stopLeftShims(s.id)
 	}
 	if s.uid != 0 {
 		s.e.uids.release(s.uid)

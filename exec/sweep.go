@@ -157,6 +157,8 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 			continue
 		}
+		// Its owner may have died while the task was being created.
+		e.stopLeftShims(c.ID())
 		removeRunDir(filepath.Join(e.cfg.StateDir, c.ID()))
 		// Its processes are gone: its uid's claim, left by its dead
 		// owner, need not be checked against the host's processes.
