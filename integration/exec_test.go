@@ -636,12 +636,20 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 	}
 	ctx := testContext(t)
 	// Its run holds the sandbox it took from the pool, and the pool has
-	// made the next one.
+	// made the next one, started: its process runs as its uid. (A kill
+	// while the pool's task is being created leaves a container whose
+	// uid no process holds, which the next server may rightly take
+	// before it sweeps, and with containerd 2.x a shim, which the
+	// left shim below stands for.)
 	twoSandboxes := func() bool {
 		cs, err := testClient.Containers(ctx)
 		return err == nil && len(cs) == 2
 	}
-	if !waitRunning(t, 30*time.Second) || !waitFor(30*time.Second, twoSandboxes) {
+	twoStarted := func() bool {
+		ts, err := sandboxTasks(ctx)
+		return err == nil && twoSandboxes() && len(ts.running) == 1 && len(ts.stub)+len(ts.warm) == 1
+	}
+	if !waitRunning(t, 30*time.Second) || !waitFor(30*time.Second, twoStarted) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		t.Fatal("the crashing server never had a running and a ready sandbox")
