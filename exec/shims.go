@@ -40,22 +40,14 @@ func (e *Executor) stopLeftShims(id string) {
 	if len(pids) == 0 {
 		return
 	}
-	deadline := time.Now().Add(shimExitGrace)
-	for len(pids) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		pids = alive(pids)
-	}
+	pids = waitGone(pids, shimExitGrace)
 	for pid, start := range pids {
 		if sameProcess(pid, start) {
 			e.log.Warn("containerd left the shim of a deleted sandbox running; stopping it", "run", id, "pid", pid)
 			syscall.Kill(pid, syscall.SIGTERM)
 		}
 	}
-	deadline = time.Now().Add(shimTermGrace)
-	for len(pids) > 0 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-		pids = alive(pids)
-	}
+	pids = waitGone(pids, shimTermGrace)
 	for pid, start := range pids {
 		if sameProcess(pid, start) {
 			e.log.Warn("the shim did not exit on SIGTERM; killing it", "run", id, "pid", pid)
@@ -113,6 +105,16 @@ func flagValue(args []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// waitGone waits up to d for pids (with their start times) to exit, and
+// returns those that have not.
+func waitGone(pids map[int]string, d time.Duration) map[int]string {
+	for deadline := time.Now().Add(d); len(pids) > 0 && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		pids = alive(pids)
+	}
+	return pids
 }
 
 // alive returns those of pids (with their start times) that are still the
