@@ -2,7 +2,6 @@ package exec
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -130,25 +129,8 @@ func alive(pids map[int]string) map[int]string {
 }
 
 // sameProcess reports whether pid is still the process that started at
-// start, and has not exited.
+// start, and has not exited (a zombie has).
 func sameProcess(pid int, start string) bool {
-	now, err := startTime(pid)
-	if err != nil || now != start {
-		return false
-	}
-	state, err := procState(pid)
-	return err == nil && state != 'Z' && state != 'X'
-}
-
-// procState returns the state letter of /proc/PID/stat.
-func procState(pid int) (byte, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 || i+2 >= len(b) {
-		return 0, errors.New("unexpected /proc/PID/stat")
-	}
-	return b[i+2], nil
+	f, err := procStat(pid)
+	return err == nil && f[19] == start && f[0] != "Z" && f[0] != "X"
 }

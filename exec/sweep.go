@@ -82,21 +82,31 @@ func (o owner) label() string {
 
 // startTime reads field 22 of /proc/PID/stat: when the process started.
 func startTime(pid int) (string, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	f, err := procStat(pid)
 	if err != nil {
 		return "", err
+	}
+	return f[19], nil
+}
+
+// procStat returns the fields of /proc/PID/stat from the third (the
+// state) on: at least 20 of them.
+func procStat(pid int) ([]string, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil, err
 	}
 	// The command name (field 2) may hold spaces and parentheses; fields
 	// after it start past the last ')'.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return nil, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
 	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 20 {
-		return "", fmt.Errorf("unexpected /proc/%d/stat", pid)
+		return nil, fmt.Errorf("unexpected /proc/%d/stat", pid)
 	}
-	return f[19], nil
+	return f, nil
 }
 
 // orphaned reports whether an object with these labels may be reaped by
