@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -123,6 +124,7 @@ func (h *harness) assertNoLeftovers(t testing.TB, stateDir string) {
 			ids[i] = c.ID()
 		}
 		t.Errorf("containers in %s: got %v; want none", h.namespace, ids)
+		h.logAbout(t, ids)
 	}
 
 	ts, err := h.client.TaskService().List(ctx, &tasksapi.ListTasksRequest{})
@@ -130,11 +132,13 @@ func (h *harness) assertNoLeftovers(t testing.TB, stateDir string) {
 		t.Fatalf("list tasks: %v", err)
 	}
 	if len(ts.Tasks) > 0 {
-		var ids []string
+		var ids, names []string
 		for _, task := range ts.Tasks {
 			ids = append(ids, fmt.Sprintf("%s (pid %d, %v)", task.ID, task.Pid, task.Status))
+			names = append(names, task.ID)
 		}
 		t.Errorf("tasks in %s: got %v; want none", h.namespace, ids)
+		h.logAbout(t, names)
 	}
 
 	active, err := activeSnapshots(ctx, h.client)
@@ -160,8 +164,16 @@ func (h *harness) assertNoLeftovers(t testing.TB, stateDir string) {
 		t.Errorf("shims of the test daemon: got %v; want none", shims)
 	}
 	// The shim unmounts a task's root file system before its Delete returns.
-	if mounts := mountsUnder(h.dir); len(mounts) > 0 {
+	// Another test's state directory is that test's to report (newStateDir
+	// checks it as the test ends): a leak fails the test that made it, not
+	// every test after it.
+	states := filepath.Join(testDir, "states") + "/"
+	mounts := slices.DeleteFunc(mountsUnder(h.dir), func(mp string) bool {
+		return strings.HasPrefix(mp, states) && (stateDir == "" || mp != stateDir && !strings.HasPrefix(mp, stateDir+"/"))
+	})
+	if len(mounts) > 0 {
 		t.Errorf("mounts under %s: got %v; want none", h.dir, mounts)
+		h.logAbout(t, runIDs.FindAllString(strings.Join(mounts, " "), -1))
 	}
 
 	if stateDir != "" {
@@ -367,6 +379,8 @@ disabled_plugins = [
 
 [debug]
   address = ""
+  # What a leftover's id finds in this log is shown when a test fails.
+  level = "debug"
 
 [metrics]
   address = ""
@@ -385,6 +399,30 @@ func daemonEnv(shimDir string) []string {
 		path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 	}
 	return append(env, "PATH="+shimDir+string(os.PathListSeparator)+path)
+}
+
+// runIDs finds the ids of our sandboxes in a text, such as a path.
+var runIDs = regexp.MustCompile(`csm-[0-9a-f]+`)
+
+// logAbout logs the last lines of the daemon's log that name one of ids:
+// what the daemon and the shims said of a sandbox a test found left over.
+func (h *harness) logAbout(t testing.TB, ids []string) {
+	t.Helper()
+	b, err := os.ReadFile(h.logPath())
+	if err != nil || len(ids) == 0 {
+		return
+	}
+	var found [][]byte
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		for _, id := range ids {
+			if bytes.Contains(line, []byte(id)) {
+				found = append(found, line)
+				break
+			}
+		}
+	}
+	found = found[max(0, len(found)-80):]
+	t.Logf("%s on %v:\n%s", h.logPath(), ids, bytes.Join(found, nil))
 }
 
 // dumpLog writes the tail of the daemon's log to stderr.

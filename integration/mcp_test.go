@@ -126,7 +126,8 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := append(append([]string{}, spec.args...), "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace)
+	// Debug logs are shown only when a test fails, and tell what it did.
+	args := append(append([]string{}, spec.args...), "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace, "--log-level", "debug")
 	cmd := osexec.Command(mcpBinary(t), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, spec.env...)
 	return cmd, stateDir
