@@ -1005,7 +1005,11 @@ func TestIsolationManyHostileRunsAtOnce(t *testing.T) {
 	// Ten slots: the eight bombs and the normal run all run, none queues.
 	// In a session each bomb is a session's first cell: eight sessions.
 	spec := serverSpec{concurrency: 10, config: "[limits]\nmemory = \"256MiB\"\n[sessions]\nmax_sessions = 8\n"}
-	const timeout = 6
+	// Long enough for all eight to run at once: under load (the other
+	// daemon's suite beside this one, -race), making eight sandboxes at
+	// once was seen to take 6.7 s, and with 6 s the first bombs were
+	// gone before the last started.
+	const timeout = 10
 	forkBomb := `
 import os, time
 while True:
