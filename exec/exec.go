@@ -72,6 +72,7 @@ type Executor struct {
 	log         *slog.Logger
 	owner       owner
 	snapshotter string
+	volatile    bool // the sandboxes' overlays are mounted volatile; see rootfs.go
 	slots       chan struct{}
 	hard        map[string]uint64 // the server's own hard rlimits
 	uids        *uids
@@ -146,6 +147,10 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		c.Close()
 		return nil, err
 	}
+	volatile, err := volatileOverlays(cfg.StateDir)
+	if err != nil {
+		log.Info("sandbox overlays are mounted as containerd gives them: each delete waits for the host's dirty data on containerd's file system", "reason", err)
+	}
 	// Every call runs in our namespace, whatever namespace the caller's
 	// context names.
 	closing, cancel := context.WithCancel(namespaces.WithNamespace(context.WithoutCancel(ctx), cfg.Namespace))
@@ -155,6 +160,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		log:         log,
 		owner:       me,
 		snapshotter: snapshotter,
+		volatile:    volatile,
 		slots:       make(chan struct{}, cfg.Concurrency),
 		hard:        hardLimits(),
 		uids:        ids,

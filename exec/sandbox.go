@@ -136,7 +136,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	case sio != nil:
 		stdin, stdout, stderr = sio.in, sio.out, sio.errs
 	}
-	s.task, err = s.container.NewTask(ctx, cio.NewCreator(
+	s.task, err = newTask(ctx, e.client, s.container, e.snapshotter, s.id, e.volatile, cio.NewCreator(
 		cio.WithStreams(stdin, stdout, stderr),
 		cio.WithFIFODir(s.dir),
 	))

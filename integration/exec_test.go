@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
@@ -926,4 +927,46 @@ func TestLiveSandboxesNeverShareAUid(t *testing.T) {
 			t.Errorf("uid %d: want one of %v", uid, uids)
 		}
 	}
+}
+
+// A sandbox's root file system is an overlay mounted volatile, so that
+// unmounting it at the delete does not wait for the host's dirty data on
+// containerd's file system (see exec/rootfs.go). Linux takes the option
+// from 5.10 on; before, the overlay is mounted as containerd gives it.
+// Newer kernels show it as fsync=volatile.
+func TestRootFileSystemIsAVolatileOverlay(t *testing.T) {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var major, minor int
+	fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &major, &minor)
+	want := "overlay False\n"
+	if major > 5 || major == 5 && minor >= 10 {
+		want = "overlay True\n"
+	}
+
+	e := newExecutor(t, nil)
+	both(t, func(t *testing.T, lang string) {
+		res := run(t, e, lang, program(lang, `
+for line in open('/proc/self/mountinfo'):
+    f = line.split()
+    if f[4] == '/':
+        rest = f[f.index('-') + 1:]
+        opts = rest[2].split(',')
+        print(rest[0], 'volatile' in opts or 'fsync=volatile' in opts)
+`, `
+for (const line of require('fs').readFileSync('/proc/self/mountinfo', 'utf8').trim().split('\n')) {
+  const f = line.split(' ');
+  if (f[4] === '/') {
+    const rest = f.slice(f.indexOf('-') + 1);
+    const opts = rest[2].split(',');
+    console.log(rest[0], opts.includes('volatile') || opts.includes('fsync=volatile') ? 'True' : 'False');
+  }
+}
+`))
+		if string(res.Stdout) != want || res.ExitCode != 0 {
+			t.Errorf("root mount: got %q (stderr %q, exit %d); want %q", res.Stdout, res.Stderr, res.ExitCode, want)
+		}
+	})
 }
