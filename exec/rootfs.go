@@ -13,17 +13,19 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/errdefs"
 	"github.com/containerd/errdefs/pkg/errgrpc"
 	"golang.org/x/sys/unix"
 )
 
-// A sandbox's root file system is an overlay whose upper directory lies on
-// the file system of containerd's root. Unmounting an overlay syncs that
-// whole file system (overlayfs's sync_fs), so without more, every sandbox's
-// delete waited for all the host's dirty data there to reach the disk: 1.1 s
-// with 1.6 GB dirty on this project's test machine, 4.8 ms with the
-// overlay's volatile option, and seconds on a busy host, past the bound on
-// a server's shutdown. Nothing of the upper directory outlives the sandbox
+// With the overlayfs snapshotter (containerd's default), a sandbox's root
+// file system is an overlay whose upper directory lies on the file system
+// of containerd's root. Unmounting an overlay syncs that whole file system
+// (overlayfs's sync_fs), so without more, every sandbox's delete would wait
+// for all the host's dirty data there to reach the disk: 1.1 s with 1.6 GB
+// dirty on this project's test machine, 4.8 ms with the overlay's volatile
+// option, and seconds on a busy host, past the bound on a server's
+// shutdown. Nothing of the upper directory outlives the sandbox
 // (its root file system is read-only, and the snapshot is removed with
 // it), so it never needs the sync: its overlay is mounted volatile.
 
@@ -115,6 +117,11 @@ func newTask(ctx context.Context, client *containerd.Client, c containerd.Contai
 		// Created, but not loaded: the caller's delete finds it through
 		// the container.
 		return nil, fmt.Errorf("load the task just created: %w", err)
+	}
+	if t.IO() == nil {
+		// Loading attaches the streams only to a task whose state the
+		// shim could tell.
+		return nil, fmt.Errorf("the task just created is in an unknown state (its shim did not answer): %w", errdefs.ErrUnavailable)
 	}
 	return t, nil
 }
