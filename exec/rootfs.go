@@ -77,9 +77,9 @@ func withVolatile(mounts []mount.Mount) []mount.Mount {
 
 // newTask creates the container's task with ioCreate's streams and the
 // root file system of its snapshot (key, in snapshotter), its overlay
-// volatile if volatile is set. The client's NewTask cannot do the latter: it always adds the
-// snapshot's mounts as they are. The task is then loaded with the same
-// streams, as NewTask would have returned it.
+// volatile if volatile is set. The client's NewTask cannot do the latter:
+// it always adds the snapshot's mounts as they are. The task is then
+// loaded with the same streams, as NewTask would have returned it.
 func newTask(ctx context.Context, client *containerd.Client, c containerd.Container, snapshotter, key string, volatile bool, ioCreate cio.Creator) (_ containerd.Task, err error) {
 	if !volatile {
 		return c.NewTask(ctx, ioCreate)
