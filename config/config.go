@@ -111,7 +111,55 @@ type HTTP struct {
 	// the tokens of AuthTokens if there are any, and without them must be
 	// loopback.
 	MetricsAddr string `toml:"metrics_addr"`
+	// MaxRequestBytes bounds a request's body; a larger one is refused
+	// with 413 before it is read. 0 is a little over what the largest
+	// call the languages' limits accept can take (see
+	// Config.RequestBytes).
+	MaxRequestBytes Size `toml:"max_request_bytes"`
+	// ReadTimeout bounds how long a client may take to send a whole
+	// request, headers and body; WriteTimeout how long one write of a
+	// response may wait for a client that does not read; IdleTimeout how
+	// long a kept-alive connection may wait for its next request.
+	ReadTimeout  Duration `toml:"read_timeout"`
+	WriteTimeout Duration `toml:"write_timeout"`
+	IdleTimeout  Duration `toml:"idle_timeout"`
+	// MaxConnections bounds the connections open at once, all clients
+	// together; MaxConnectionsPerClient those from one remote address.
+	// 0 is no bound.
+	MaxConnections          int `toml:"max_connections"`
+	MaxConnectionsPerClient int `toml:"max_connections_per_client"`
 }
+
+// jsonEscapeFactor is how many bytes of a request's JSON one byte of code
+// or of a file's content may take: base64 takes 4/3, and a JSON string
+// escapes a tab, a newline, a quote or a backslash in 2.
+const jsonEscapeFactor = 2
+
+// requestSlack is what RequestBytes allows beyond a call's code, files
+// and paths: the JSON-RPC envelope and the other arguments.
+const requestSlack = 1 << 20
+
+// RequestBytes is the largest request body the HTTP transport reads:
+// [http] max_request_bytes, or, if that is 0, what the largest call of an
+// enabled language may send (its code_bytes and files_in_bytes, each byte
+// taking up to jsonEscapeFactor in JSON, and max_files_in paths of the
+// longest) plus requestSlack.
+func (c *Config) RequestBytes() int64 {
+	if c.HTTP.MaxRequestBytes > 0 {
+		return int64(c.HTTP.MaxRequestBytes)
+	}
+	var most int64
+	for _, l := range c.Enabled() {
+		lim := l.Limits
+		n := jsonEscapeFactor*(lim.CodeBytes+lim.FilesInBytes) + int64(lim.MaxFilesIn)*jsonEscapeFactor*maxFilePathBytes
+		most = max(most, n)
+	}
+	return most + requestSlack
+}
+
+// maxFilePathBytes is the longest path a file of a call's files argument
+// may have (PATH_MAX).
+const maxFilePathBytes = 4096
 
 // Concurrency is how many runs are in flight at most: [sandbox]
 // concurrency, or the number of CPUs if that is 0.
@@ -646,6 +694,20 @@ func (c *Config) validateHTTP() []error {
 	}
 	if m := c.Sessions.MaxSessions; h.PerClientSessions < 0 || (m > 0 && h.PerClientSessions > m) {
 		bad("per_client_sessions", "%d; want 1 to sessions.max_sessions (%d), or 0 for half of it", h.PerClientSessions, m)
+	}
+	for k, d := range map[string]Duration{"read_timeout": h.ReadTimeout, "write_timeout": h.WriteTimeout, "idle_timeout": h.IdleTimeout} {
+		if d <= 0 {
+			bad(k, "%s must be greater than 0", d)
+		}
+	}
+	if h.MaxConnections < 0 {
+		bad("max_connections", "%d is negative; want the connections open at once, or 0 for no bound", h.MaxConnections)
+	}
+	switch {
+	case h.MaxConnectionsPerClient < 0:
+		bad("max_connections_per_client", "%d is negative; want the connections one address may have open, or 0 for no bound", h.MaxConnectionsPerClient)
+	case h.MaxConnections > 0 && h.MaxConnectionsPerClient > h.MaxConnections:
+		bad("max_connections_per_client", "%d is more than max_connections (%d)", h.MaxConnectionsPerClient, h.MaxConnections)
 	}
 	return errs
 }

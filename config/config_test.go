@@ -414,9 +414,32 @@ func TestHTTP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := HTTP{AuthTokens: "/etc/csm/tokens", AllowedOrigins: []string{"https://a.example"}, RateLimit: 120, RateBurst: 20, MetricsAddr: "127.0.0.1:9464"}
+	want := HTTP{AuthTokens: "/etc/csm/tokens", AllowedOrigins: []string{"https://a.example"}, RateLimit: 120, RateBurst: 20, MetricsAddr: "127.0.0.1:9464",
+		ReadTimeout: Duration(time.Minute), WriteTimeout: Duration(time.Minute), IdleTimeout: Duration(30 * time.Second),
+		MaxConnections: 256, MaxConnectionsPerClient: 64}
 	if !reflect.DeepEqual(c.HTTP, want) {
 		t.Errorf("[http] = %+v; want %+v", c.HTTP, want)
+	}
+}
+
+func TestRequestBytes(t *testing.T) {
+	// The defaults: code_bytes 1MiB, files_in_bytes 10MiB, max_files_in
+	// 100, for both languages.
+	if got, want := Default().RequestBytes(), int64(2*(11<<20)+100*2*4096+1<<20); got != want {
+		t.Errorf("default RequestBytes() = %d; want %d", got, want)
+	}
+	c, err := Parse("[languages.python.limits]\nfiles_in_bytes = \"40MiB\"", "x.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.RequestBytes(), int64(2*(41<<20)+100*2*4096+1<<20); got != want {
+		t.Errorf("with python's files_in_bytes 40MiB: RequestBytes() = %d; want %d, the largest language's", got, want)
+	}
+	if c, err = Parse("[http]\nmax_request_bytes = \"2MiB\"", "x.toml"); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.RequestBytes(); got != 2<<20 {
+		t.Errorf("with max_request_bytes 2MiB: RequestBytes() = %d; want %d", got, 2<<20)
 	}
 }
 
@@ -456,6 +479,10 @@ func TestClientLimits(t *testing.T) {
 		{"[http]\nper_client_concurrency = -1", []string{"http.per_client_concurrency: -1 is negative"}},
 		{"[http]\nrate_limit = -1", []string{"http.rate_limit: -1 is negative", "0 for no limit"}},
 		{"[http]\nrate_burst = 0", []string{"http.rate_burst: 0; want at least 1", "(120 a minute)"}},
+		{"[http]\nidle_timeout = \"0s\"", []string{"http.idle_timeout: 0s must be greater than 0"}},
+		{"[http]\nread_timeout = \"-1s\"", []string{"http.read_timeout: -1s must be greater than 0"}},
+		{"[http]\nmax_connections = -1", []string{"http.max_connections: -1 is negative", "0 for no bound"}},
+		{"[http]\nmax_connections = 8\nmax_connections_per_client = 9", []string{"http.max_connections_per_client: 9 is more than max_connections (8)"}},
 	} {
 		_, err := Parse(tc.toml, "bad.toml")
 		if err == nil {
