@@ -247,7 +247,7 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	ec.Sessions.MaxPerOwner = cfg.ClientSessions()
 	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst,
 		"per_client_sessions", ec.Sessions.MaxPerOwner)
-	err = serveMCP(ctx, cfg, connect(ec, logger), hs.tel, principalOf, aud, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+	err = serveMCP(ctx, cfg, connect(ec, logger), hs.tel, principalOf, hs.tokens.Len(), aud, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
 	}, server.WithToolHandlerMiddleware(clientlimit.New(cl).Middleware))
 	aud.shutdown(ctx, err)

@@ -206,7 +206,7 @@ func serve(ctx context.Context, cfg *config.Config, env lookupFunc, tel *telemet
 // and never reach mcp-go.
 func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, stdin io.Reader, stdout io.Writer, aud *auditor, logger *slog.Logger) error {
 	// Principal is left nil: over stdio there is one client, "local".
-	return serveMCP(ctx, cfg, newExecutor, tel, nil, aud, logger, func(ctx context.Context, s *server.MCPServer, _ *lazyExecutor) error {
+	return serveMCP(ctx, cfg, newExecutor, tel, nil, 1, aud, logger, func(ctx context.Context, s *server.MCPServer, _ *lazyExecutor) error {
 		stdio := server.NewStdioServer(s)
 		stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
 		server.WithWorkerPoolSize(stdioWorkers)(stdio)
@@ -232,14 +232,16 @@ func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorF
 type transportFunc func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error
 
 // serveMCP builds the MCP server on the executor newExecutor makes, with
-// principal naming each call's client (nil: "local"), its runs counted by
+// principal naming each call's client (nil: "local") among clients (the
+// number of names it can give, which share file_retention_bytes equally;
+// 0 is one), its runs counted by
 // tel, which serves its metrics on a listener of its own if it has one,
 // what it does recorded in aud's audit log (nil: none), and the
 // transport's own server options opts; connects to containerd ahead of
 // the first call, and serves it with t. Once t returns, the connect
 // started ahead is cancelled and waited for, and the executor is closed,
 // which kills the runs still going and deletes every sandbox.
-func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, principal func(context.Context) string, aud *auditor, logger *slog.Logger, t transportFunc, opts ...server.ServerOption) error {
+func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, principal func(context.Context) string, clients int, aud *auditor, logger *slog.Logger, t transportFunc, opts ...server.ServerOption) error {
 	stopMetrics, err := tel.serve(logger)
 	if err != nil {
 		return err
@@ -249,7 +251,7 @@ func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFu
 	s, err := mcpserver.New(ctx, mcpserver.Options{
 		Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
-		Sessions: aud.wrapSessions(lx), Principal: principal,
+		Sessions: aud.wrapSessions(lx), Principal: principal, Clients: clients,
 	}, cfg.Enabled(), aud.wrapRun(tel.instrument(lx), principal), opts...)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -30,27 +29,67 @@ const FilesURITemplate = "sandbox://runs/{run_id}/files/{path}"
 // runsURIPrefix begins every URI of FilesURITemplate.
 const runsURIPrefix = "sandbox://runs/"
 
+// What a kept file and a kept run cost the store beyond their bytes. The
+// store counts them in file_retention_bytes with the files' paths and
+// data, so that runs of many empty files with long names are bounded as
+// runs of large files are.
+const (
+	// fileOverhead is what a file costs beyond its path and data: its
+	// entry in its run's map (the path's string header, 16 bytes, and the
+	// data's slice header, 24), the map's control byte and the spare
+	// slots a map keeps as it grows (up to as many again), and the rounding
+	// of the path's allocation to Go's size classes, rounded up to 256.
+	fileOverhead = 256
+	// runOverhead is what a run costs beyond its files: its keptRun (72
+	// bytes), its id (32), its map's header and first group of slots
+	// (about 380), and its entries in byID and its principal's list, with
+	// their spare room (about 100), rounded up to 1 KiB.
+	runOverhead = 1 << 10
+)
+
+// runCost is what a run's files cost the store: runOverhead, and for each
+// file the length of its path and of its data and fileOverhead.
+func runCost(files []exec.File) int64 {
+	n := int64(runOverhead)
+	for _, f := range files {
+		n += int64(len(f.Path)) + int64(len(f.Data)) + fileOverhead
+	}
+	return n
+}
+
 // fileStore keeps runs' output files for a while, so that a client can
 // read them through their URIs after the call: each run's for keep, and
-// all runs' together within maxBytes, the oldest run evicted first. A run
-// whose files alone hold more than maxBytes is not kept. Expired runs are
-// dropped when the store is next used. A run's files belong to the
-// principal of its call: to any other, they are as unknown as a run id
-// that never existed. It is safe for concurrent use.
+// each principal's runs within an equal share of maxBytes, the
+// principal's oldest run evicted first, so that one principal's runs never
+// evict another's. What a run costs is runCost: names and bookkeeping
+// count, not only the data. A run that costs more than a share is not
+// kept. Expired runs are dropped when the store is next used. A run's
+// files belong to the principal of its call: to any other, they are as
+// unknown as a run id that never existed. It is safe for concurrent use.
 type fileStore struct {
-	keep     time.Duration
+	keep time.Duration
+	// maxBytes is file_retention_bytes, which clients principals share:
+	// each one's runs cost at most share, maxBytes/clients, so that all
+	// of them together hold at most maxBytes.
 	maxBytes int64
+	clients  int
+	share    int64
 	now      func() time.Time
 	// owner names the principal of a call, who owns the files of its run.
 	owner func(ctx context.Context) string
 
-	mu    sync.Mutex
-	runs  []*keptRun // oldest first
-	byID  map[string]*keptRun
+	mu      sync.Mutex
+	shelves map[string]*shelf // by principal; none empty
+	byID    map[string]*keptRun
+}
+
+// shelf is one principal's kept runs, oldest first, and what they cost.
+type shelf struct {
+	runs  []*keptRun
 	bytes int64
 }
 
-// keptRun is one run's files in a fileStore.
+// keptRun is one run's files in a fileStore, and what they cost.
 type keptRun struct {
 	id      string
 	owner   string
@@ -60,38 +99,59 @@ type keptRun struct {
 }
 
 // newFileStore returns an empty store that keeps runs' files for keep,
-// within maxBytes in all, reads the time from now and a call's principal
-// from owner (nil: "local" for every call).
-func newFileStore(keep time.Duration, maxBytes int64, now func() time.Time, owner func(context.Context) string) *fileStore {
+// within maxBytes in all, shared equally by clients principals (0 is one),
+// reads the time from now and a call's principal from owner (nil: "local"
+// for every call). owner must name at most clients principals: each name
+// it gives is kept within a share.
+func newFileStore(keep time.Duration, maxBytes int64, clients int, now func() time.Time, owner func(context.Context) string) *fileStore {
 	if owner == nil {
 		owner = func(context.Context) string { return localPrincipal }
 	}
-	return &fileStore{keep: keep, maxBytes: maxBytes, now: now, owner: owner, byID: map[string]*keptRun{}}
+	clients = max(clients, 1)
+	return &fileStore{keep: keep, maxBytes: maxBytes, clients: clients, share: maxBytes / int64(clients),
+		now: now, owner: owner, shelves: map[string]*shelf{}, byID: map[string]*keptRun{}}
+}
+
+// keepFiles keeps a run's files for owner, if it left any and they fit in
+// a share, and says how: what reportFiles needs.
+func (s *fileStore) keepFiles(owner string, files []exec.File) retention {
+	kept := retention{keep: s.keep, maxBytes: s.maxBytes, share: s.share, clients: s.clients, cost: runCost(files)}
+	if len(files) > 0 {
+		kept.id, _ = s.put(owner, files)
+	}
+	return kept
 }
 
 // put keeps a run's files, owned by the principal owner, under a new run
-// id, evicting the oldest runs for room. ok is false, and nothing kept,
-// if the files alone hold more than the store's cap.
+// id, evicting owner's oldest runs for room, and no one else's. ok is
+// false, and nothing kept or evicted, if the run costs more than a share.
 func (s *fileStore) put(owner string, files []exec.File) (id string, ok bool) {
-	r := &keptRun{id: newRunID(), owner: owner, files: make(map[string][]byte, len(files))}
-	for _, f := range files {
-		r.files[f.Path] = f.Data
-		r.bytes += int64(len(f.Data))
-	}
-	if r.bytes > s.maxBytes {
+	cost := runCost(files)
+	if cost > s.share {
 		return "", false
+	}
+	r := &keptRun{id: newRunID(), owner: owner, files: make(map[string][]byte, len(files)), bytes: cost}
+	for _, f := range files {
+		// A copy of the path, so that the store holds its bytes and no
+		// more, whatever string it was cut from.
+		r.files[strings.Clone(f.Path)] = f.Data
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
 	s.expire(now)
-	for s.bytes+r.bytes > s.maxBytes {
-		s.drop()
+	sh := s.shelves[owner]
+	if sh == nil {
+		sh = &shelf{}
 	}
+	for sh.bytes+cost > s.share {
+		s.drop(sh)
+	}
+	s.shelves[owner] = sh // again: drop forgets a shelf it empties
 	r.expires = now.Add(s.keep)
-	s.runs = append(s.runs, r)
+	sh.runs = append(sh.runs, r)
+	sh.bytes += cost
 	s.byID[r.id] = r
-	s.bytes += r.bytes
 	return r.id, true
 }
 
@@ -109,20 +169,50 @@ func (s *fileStore) get(owner, id, path string) ([]byte, bool) {
 	return data, ok
 }
 
+// held is what all runs kept cost together.
+func (s *fileStore) held() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, sh := range s.shelves {
+		n += sh.bytes
+	}
+	return n
+}
+
 // expire drops the runs whose time is up. Runs are kept for the same
-// time, so they expire oldest first.
+// time, so each principal's expire oldest first.
 func (s *fileStore) expire(now time.Time) {
-	for len(s.runs) > 0 && !now.Before(s.runs[0].expires) {
-		s.drop()
+	for _, sh := range s.shelves {
+		for len(sh.runs) > 0 && !now.Before(sh.runs[0].expires) {
+			s.drop(sh)
+		}
 	}
 }
 
-// drop forgets the oldest run.
-func (s *fileStore) drop() {
-	r := s.runs[0]
-	s.runs = slices.Delete(s.runs, 0, 1)
+// drop forgets the oldest run of the shelf sh, and the shelf once it is
+// empty.
+func (s *fileStore) drop(sh *shelf) {
+	r := sh.runs[0]
+	sh.runs[0] = nil
+	sh.runs = sh.runs[1:]
 	delete(s.byID, r.id)
-	s.bytes -= r.bytes
+	sh.bytes -= r.bytes
+	if len(sh.runs) == 0 {
+		delete(s.shelves, r.owner)
+	}
+}
+
+// bound says what bounds the kept files, for texts a client reads:
+// "within 256MiB in all (file_retention_bytes)" with one principal, or
+// "within 85.3MiB per client (file_retention_bytes, 256MiB, shared
+// equally by 3 clients)".
+func (s *fileStore) bound() string {
+	if s.clients <= 1 {
+		return fmt.Sprintf("within %s in all (file_retention_bytes)", config.Size(s.maxBytes))
+	}
+	return fmt.Sprintf("within %s per client (file_retention_bytes, %s, shared equally by %d clients)",
+		humanSize(s.share), config.Size(s.maxBytes), s.clients)
 }
 
 // newRunID returns 16 random bytes in hex: a run's files are read by
@@ -216,8 +306,8 @@ func (s *fileStore) readFile(ctx context.Context, req mcp.ReadResourceRequest) (
 	uri := fileURI(id, path)
 	data, ok := s.get(s.owner(ctx), id, path)
 	if !ok {
-		return nil, fmt.Errorf("%s has expired or never existed: output files are kept for %s after their run (file_retention), within %s in all (file_retention_bytes); run the program again to make it anew",
-			uri, s.keep, config.Size(s.maxBytes))
+		return nil, fmt.Errorf("%s has expired or never existed: output files are kept for %s after their run (file_retention), %s; run the program again to make it anew",
+			uri, s.keep, s.bound())
 	}
 	mimeType := fileMIMEType(path, data)
 	if isTextType(mimeType) && utf8.Valid(data) {

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"regexp"
 	"slices"
 	"strings"
@@ -42,7 +43,7 @@ func (c *fakeClock) advance(d time.Duration) {
 
 func TestFileStoreExpiry(t *testing.T) {
 	clock := newFakeClock()
-	s := newFileStore(time.Minute, 1<<20, clock.now, nil)
+	s := newFileStore(time.Minute, 1<<20, 1, clock.now, nil)
 	id, ok := s.put("local", []exec.File{{Path: "a.txt", Data: []byte("a")}})
 	if !ok || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(id) {
 		t.Fatalf("put: %q, %v; want 32 hex digits", id, ok)
@@ -58,13 +59,13 @@ func TestFileStoreExpiry(t *testing.T) {
 	if _, ok := s.get("local", id, "a.txt"); ok {
 		t.Error("get at 60s: found; want expired")
 	}
-	if s.bytes != 0 || len(s.runs) != 0 || len(s.byID) != 0 {
-		t.Errorf("after expiry: %d bytes, %d runs, %d ids; want none", s.bytes, len(s.runs), len(s.byID))
+	if s.held() != 0 || len(s.shelves) != 0 || len(s.byID) != 0 {
+		t.Errorf("after expiry: %d bytes, %d shelves, %d ids; want none", s.held(), len(s.shelves), len(s.byID))
 	}
 }
 
 func TestFileStoreOwner(t *testing.T) {
-	s := newFileStore(time.Minute, 1<<20, newFakeClock().now, nil)
+	s := newFileStore(time.Minute, 1<<20, 2, newFakeClock().now, nil)
 	id, _ := s.put("alice", []exec.File{{Path: "a.txt", Data: []byte("a")}})
 	if _, ok := s.get("bob", id, "a.txt"); ok {
 		t.Error("bob got alice's file")
@@ -76,14 +77,15 @@ func TestFileStoreOwner(t *testing.T) {
 
 func TestFileStoreByteCap(t *testing.T) {
 	clock := newFakeClock()
-	s := newFileStore(time.Hour, 10, clock.now, nil)
 	four := []exec.File{{Path: "x", Data: []byte("1234")}}
+	cost := runCost(four)
+	s := newFileStore(time.Hour, 2*cost+cost/2, 1, clock.now, nil)
 	first, _ := s.put("local", four)
 	second, _ := s.put("local", four)
 	if first == second {
 		t.Fatalf("two runs got the same id %q", first)
 	}
-	third, _ := s.put("local", four) // 12 bytes: the oldest goes
+	third, _ := s.put("local", four) // three runs' cost: the oldest goes
 	if _, ok := s.get("local", first, "x"); ok {
 		t.Error("the oldest run is kept past the cap")
 	}
@@ -92,19 +94,107 @@ func TestFileStoreByteCap(t *testing.T) {
 			t.Errorf("run %s is gone; want kept", id)
 		}
 	}
-	if s.bytes != 8 {
-		t.Errorf("%d bytes held; want 8", s.bytes)
+	if got := s.held(); got != 2*cost {
+		t.Errorf("%d bytes held; want %d", got, 2*cost)
 	}
 	// A run over the whole cap is not kept, and evicts nothing.
-	if id, ok := s.put("local", []exec.File{{Path: "big", Data: make([]byte, 11)}}); ok || id != "" {
+	big := []exec.File{{Path: "big", Data: make([]byte, s.maxBytes)}}
+	if id, ok := s.put("local", big); ok || id != "" {
 		t.Errorf("put over the cap: %q, %v; want not kept", id, ok)
 	}
 	if _, ok := s.get("local", second, "x"); !ok {
 		t.Error("a run over the cap evicted another")
 	}
 	// Exactly the cap fits, alone.
-	if _, ok := s.put("local", []exec.File{{Path: "full", Data: make([]byte, 10)}}); !ok || s.bytes != 10 || len(s.runs) != 1 {
-		t.Errorf("put of the cap: %v, %d bytes, %d runs; want kept alone", ok, s.bytes, len(s.runs))
+	full := []exec.File{{Path: "full", Data: make([]byte, s.maxBytes-runCost([]exec.File{{Path: "full"}}))}}
+	if _, ok := s.put("local", full); !ok || s.held() != s.maxBytes || len(s.byID) != 1 {
+		t.Errorf("put of the cap: %v, %d bytes, %d runs; want kept alone", ok, s.held(), len(s.byID))
+	}
+}
+
+// A run's names and bookkeeping count, not only its data: runs of
+// empty files with long names are bounded by file_retention_bytes as
+// runs of large files are, the oldest evicted.
+func TestFileStoreCountsNames(t *testing.T) {
+	const maxBytes = 1 << 20
+	s := newFileStore(time.Hour, maxBytes, 1, newFakeClock().now, nil)
+	files := make([]exec.File, 100)
+	for i := range files {
+		files[i].Path = strings.Repeat("d/", 1990) + fmt.Sprintf("f%03d", i) // 3984 bytes
+	}
+	if got, want := runCost(files), int64(runOverhead+100*(3984+fileOverhead)); got != want {
+		t.Fatalf("runCost of 100 empty files of 3984-byte names: %d; want %d", got, want)
+	}
+	var ids []string
+	for range 24 {
+		id, ok := s.put("local", files)
+		if !ok {
+			t.Fatalf("a run of %d bytes is not kept within %d", runCost(files), maxBytes)
+		}
+		ids = append(ids, id)
+		if got := s.held(); got > maxBytes {
+			t.Fatalf("%d bytes held after %d runs; want at most %d", got, len(ids), maxBytes)
+		}
+	}
+	fit := maxBytes / runCost(files)
+	for i, id := range ids {
+		_, ok := s.get("local", id, files[0].Path)
+		if want := i >= len(ids)-int(fit); ok != want {
+			t.Errorf("run %d of %d kept %v; want %v (the newest %d fit)", i+1, len(ids), ok, want, fit)
+		}
+	}
+}
+
+// Each principal's runs are kept within an equal share of the cap: one
+// principal filling its share evicts only its own runs, a run over the
+// share is not kept even though it fits in the cap, and the shares add
+// up to at most the cap.
+func TestFileStoreSharesPerPrincipal(t *testing.T) {
+	one := []exec.File{{Path: "x", Data: make([]byte, 100)}}
+	cost := runCost(one)
+	s := newFileStore(time.Hour, 3*cost+2, 3, newFakeClock().now, nil)
+	if s.share != cost || s.clients != 3 {
+		t.Fatalf("share %d of %d clients; want %d of 3", s.share, s.clients, cost)
+	}
+	alice, ok := s.put("alice", one)
+	if !ok {
+		t.Fatal("alice's run is not kept")
+	}
+	var bobs []string
+	for range 5 {
+		id, ok := s.put("bob", one)
+		if !ok {
+			t.Fatal("bob's run is not kept")
+		}
+		bobs = append(bobs, id)
+	}
+	if _, ok := s.get("alice", alice, "x"); !ok {
+		t.Error("bob's runs evicted alice's")
+	}
+	if _, ok := s.get("bob", bobs[3], "x"); ok {
+		t.Error("bob's older run is kept past his share")
+	}
+	if _, ok := s.get("bob", bobs[4], "x"); !ok {
+		t.Error("bob's newest run is gone")
+	}
+	// Over a share, under the cap: not kept, and nothing evicted.
+	two := []exec.File{{Path: "x", Data: make([]byte, 200)}}
+	if runCost(two) > s.maxBytes {
+		t.Fatalf("the test's run costs %d, over the cap %d", runCost(two), s.maxBytes)
+	}
+	if _, ok := s.put("carol", two); ok {
+		t.Error("carol's run over her share is kept")
+	}
+	if _, ok := s.put("carol", one); !ok {
+		t.Error("carol's run within her share is not kept")
+	}
+	if got := s.held(); got > s.maxBytes || got != 3*cost {
+		t.Errorf("%d bytes held by three full shares; want %d, at most the cap %d", got, 3*cost, s.maxBytes)
+	}
+	for _, sh := range s.shelves {
+		if sh.bytes > s.share {
+			t.Errorf("a shelf holds %d bytes; want at most the share %d", sh.bytes, s.share)
+		}
 	}
 }
 
@@ -231,6 +321,7 @@ func TestResultTextFilesLine(t *testing.T) {
 	lim := pythonLimits(t)
 	kept := retention{id: "abc", keep: time.Minute, maxBytes: 1 << 20}
 	f := []exec.File{{Path: "out.txt", Data: []byte("x")}}
+	over := retention{keep: time.Minute, maxBytes: 1 << 20, share: 1 << 20, clients: 1, cost: 1<<20 + 1<<19}
 	for _, tc := range []struct {
 		name string
 		r    exec.Result
@@ -243,8 +334,10 @@ func TestResultTextFilesLine(t *testing.T) {
 			"--- stderr ---\nboom\n--- exit code 1; 0.00s ---\nFiles in /workspace: out.txt (1B)"},
 		{"only dropped", exec.Result{Stdout: []byte("hi\n"), FilesDropped: 3}, kept,
 			"hi\nFiles in /workspace: none returned; 3 not returned: past max_files_out (100) or files_out_bytes (32MiB), or named with bytes that are not printable UTF-8"},
-		{"not kept", exec.Result{Files: f}, retention{keep: time.Minute, maxBytes: 1 << 20},
-			"Files in /workspace: out.txt (1B); not kept for reading back: together they are over file_retention_bytes (1MiB)"},
+		{"not kept", exec.Result{Files: f}, over,
+			"Files in /workspace: out.txt (1B); not kept for reading back: together, with their names, they take 1.5MiB, over file_retention_bytes (1MiB)"},
+		{"not kept, shared", exec.Result{Files: f}, retention{keep: time.Minute, maxBytes: 3 << 20, share: 1 << 20, clients: 3, cost: 1<<20 + 1<<19},
+			"Files in /workspace: out.txt (1B); not kept for reading back: together, with their names, they take 1.5MiB, over your share of file_retention_bytes (1.0MiB of 3MiB, shared by 3 clients)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := toolResult(&tc.r, lim, tc.kept)
@@ -429,7 +522,7 @@ func TestEnvironmentsFiles(t *testing.T) {
 		l.FilesOutBytes != 32<<20 || l.MaxFilesOut != 100 || l.MaxImages != 4 || l.ImageBytes != 1<<20 {
 		t.Errorf("python limits %+v", l)
 	}
-	if env.Files != (filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: 900, RetentionBytes: 256 << 20}) {
+	if env.Files != (filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: 900, RetentionBytes: 256 << 20, RetentionBytesPerClient: 256 << 20}) {
 		t.Errorf("files %+v", env.Files)
 	}
 }

@@ -40,11 +40,16 @@ type filesReport struct {
 }
 
 // retention is how a run's output files were kept: under id, for keep;
-// id is "" if they were not kept.
+// id is "" if they were not kept. cost is what they would cost the store
+// (runCost), whose principals' runs each cost at most share of maxBytes,
+// shared by clients.
 type retention struct {
 	id       string
 	keep     time.Duration
 	maxBytes int64
+	share    int64
+	clients  int
+	cost     int64
 }
 
 // reportFiles describes a run's output files: each with a link to its
@@ -109,9 +114,21 @@ func filesLine(listed []string, dropped int, lim config.Limits, notInline []stri
 		parts = append(parts, "links only, not shown inline: "+joinAnd(notInline))
 	}
 	if len(listed) > 0 && kept.id == "" {
-		parts = append(parts, fmt.Sprintf("not kept for reading back: together they are over file_retention_bytes (%s)", config.Size(kept.maxBytes)))
+		parts = append(parts, notKept(kept))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// notKept says why a run's files were not kept: what they cost, names
+// and bookkeeping included, is over file_retention_bytes, or over the
+// caller's share of it when clients share it.
+func notKept(kept retention) string {
+	if kept.clients <= 1 {
+		return fmt.Sprintf("not kept for reading back: together, with their names, they take %s, over file_retention_bytes (%s)",
+			humanSize(kept.cost), config.Size(kept.maxBytes))
+	}
+	return fmt.Sprintf("not kept for reading back: together, with their names, they take %s, over your share of file_retention_bytes (%s of %s, shared by %d clients)",
+		humanSize(kept.cost), humanSize(kept.share), config.Size(kept.maxBytes), kept.clients)
 }
 
 // humanSize is a file's size to a tenth of its unit, such as "512B" or

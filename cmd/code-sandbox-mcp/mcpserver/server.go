@@ -63,11 +63,15 @@ type Options struct {
 	// reporting a set-up problem names it.
 	DoctorHint string
 	// FileRetention is how long a run's output files can be read through
-	// their URIs; FileRetentionBytes caps what all runs' kept files hold
-	// together, the oldest run's evicted first. Zero takes the default
-	// of config.Default.
+	// their URIs; FileRetentionBytes caps what all runs' kept files cost
+	// together, names and bookkeeping included, shared equally by Clients
+	// principals, each one's oldest run evicted first. Zero takes the
+	// default of config.Default.
 	FileRetention      time.Duration
 	FileRetentionBytes int64
+	// Clients is how many principals Principal can name (the clients of
+	// the token file); 0 is one, "local".
+	Clients int
 	// Sessions opens, closes and lists sessions. Nil, or one whose
 	// SessionLimits().Max is 0, offers none: no session tools, and no
 	// session_id argument.
@@ -95,7 +99,7 @@ func (o Options) fileStore() *fileStore {
 	if now == nil {
 		now = time.Now
 	}
-	return newFileStore(keep, maxBytes, now, o.Principal)
+	return newFileStore(keep, maxBytes, o.Clients, now, o.Principal)
 }
 
 // New builds the MCP server: one tool per language in langs, each running
@@ -141,8 +145,8 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	}
 	s.AddResourceTemplate(
 		mcp.NewResourceTemplate(FilesURITemplate, "run files",
-			mcp.WithTemplateDescription(fmt.Sprintf("A file a run left in %s, which its tool result links to; kept for %s after the run (file_retention), within %s for all runs (file_retention_bytes).",
-				oci.WorkspaceDir, store.keep, config.Size(store.maxBytes))),
+			mcp.WithTemplateDescription(fmt.Sprintf("A file a run left in %s, which its tool result links to; kept for %s after the run (file_retention), %s, names included, a client's oldest run evicted first.",
+				oci.WorkspaceDir, store.keep, store.bound())),
 		),
 		store.readFile,
 	)
@@ -252,11 +256,15 @@ type sessionsOutput struct {
 	MaxLifetimeSeconds int64 `json:"max_lifetime_seconds"`
 }
 
-// filesOutput is how runs' output files are kept, server-wide.
+// filesOutput is how runs' output files are kept: RetentionBytes is
+// file_retention_bytes, what all clients' kept files cost together,
+// names included, and RetentionBytesPerClient each client's equal share
+// of it, which is what one client's runs may hold.
 type filesOutput struct {
-	URITemplate      string  `json:"uri_template"`
-	RetentionSeconds float64 `json:"retention_seconds"`
-	RetentionBytes   int64   `json:"retention_bytes"`
+	URITemplate             string  `json:"uri_template"`
+	RetentionSeconds        float64 `json:"retention_seconds"`
+	RetentionBytes          int64   `json:"retention_bytes"`
+	RetentionBytesPerClient int64   `json:"retention_bytes_per_client"`
 }
 
 // environments is the environments resource of a server of version,
@@ -264,7 +272,8 @@ type filesOutput struct {
 func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions) environmentsOutput {
 	out := environmentsOutput{
 		Server: serverName, Version: version, Languages: map[string]environment{},
-		Files: filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: store.keep.Seconds(), RetentionBytes: store.maxBytes},
+		Files: filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: store.keep.Seconds(),
+			RetentionBytes: store.maxBytes, RetentionBytesPerClient: store.share},
 	}
 	if sess != nil {
 		out.Sessions = sessionsOutput{MaxSessions: sess.limits.Max,

@@ -292,11 +292,7 @@ func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, 
 			}
 			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err, o, sess)), nil
 		}
-		kept := retention{keep: store.keep, maxBytes: store.maxBytes}
-		if len(res.Files) > 0 {
-			kept.id, _ = store.put(store.owner(ctx), res.Files)
-		}
-		return toolResult(res, lim, kept), nil
+		return toolResult(res, lim, store.keepFiles(store.owner(ctx), res.Files)), nil
 	}
 }
 
