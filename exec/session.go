@@ -774,21 +774,26 @@ func memoryInUse(dir string) int64 {
 }
 
 // reserve counts a session of owner being created in, unless cfg.Max
-// are open or being created, or cfg.MaxPerOwner of owner's.
+// are open or being created, or cfg.MaxPerOwner of owner's. Its errors
+// say only what is owner's: how many of the sessions are owner's and when
+// the first of them expires, never another owner's count or times.
 func (t *sessionTable) reserve(cfg SessionConfig, owner string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	n := t.creatingBy[owner]
+	for _, ss := range t.open {
+		if ss.owner == owner {
+			n++
+		}
+	}
 	if len(t.open)+t.creating >= cfg.Max {
-		return fmt.Errorf("%w: %d sessions are open or being created, the most this server allows (max_sessions)%s",
-			ErrTooManySessions, cfg.Max, t.firstExpiry(""))
+		yours := "; none is yours"
+		if n > 0 {
+			yours = fmt.Sprintf("; %d of them are yours, open or being created%s", n, t.firstExpiry(owner))
+		}
+		return fmt.Errorf("%w: the server holds as many sessions as it allows (max_sessions)%s", ErrTooManySessions, yours)
 	}
 	if cfg.MaxPerOwner > 0 {
-		n := t.creatingBy[owner]
-		for _, ss := range t.open {
-			if ss.owner == owner {
-				n++
-			}
-		}
 		if n >= cfg.MaxPerOwner {
 			return fmt.Errorf("%w: %d of your sessions are open or being created, the most one client may have (per_client_sessions)%s",
 				ErrTooManyOwnSessions, n, t.firstExpiry(owner))
@@ -802,13 +807,13 @@ func (t *sessionTable) reserve(cfg SessionConfig, owner string) error {
 	return nil
 }
 
-// firstExpiry says when the first open session (of owner, if not "")
-// expires, as "; the first to expire does so at TIME", or "" if none is
+// firstExpiry says when the first of owner's open sessions expires, as
+// "; the first of yours to expire does so at TIME", or "" if none is
 // open. t.mu is held.
 func (t *sessionTable) firstExpiry(owner string) string {
 	next := time.Time{}
 	for _, ss := range t.open {
-		if owner != "" && ss.owner != owner {
+		if ss.owner != owner {
 			continue
 		}
 		ss.mu.Lock()
@@ -820,7 +825,7 @@ func (t *sessionTable) firstExpiry(owner string) string {
 	if next.IsZero() {
 		return ""
 	}
-	return fmt.Sprintf("; the first to expire does so at %s", next.UTC().Format(time.RFC3339))
+	return fmt.Sprintf("; the first of yours to expire does so at %s", next.UTC().Format(time.RFC3339))
 }
 
 // unreserve forgets a reservation of owner's that did not become a

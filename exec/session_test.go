@@ -29,7 +29,7 @@ func TestSessionTableBoundsAndOwners(t *testing.T) {
 		t.Error("get: only the owner gets the session")
 	}
 	err := tab.reserve(SessionConfig{Max: 2}, "alice")
-	if err == nil || !strings.Contains(err.Error(), "the first to expire") {
+	if err == nil || !strings.Contains(err.Error(), "the first of yours to expire") {
 		t.Errorf("a reservation past the bound: %v; want the first expiry named", err)
 	}
 	tab.remove(a, "closed by close_session")
@@ -70,7 +70,7 @@ func TestSessionTableBoundsPerOwner(t *testing.T) {
 		t.Fatalf("alice's after a failed creation: %v", err)
 	}
 	err = tab.reserve(cfg, "alice")
-	if !errors.Is(err, ErrTooManyOwnSessions) || !strings.Contains(err.Error(), "the first to expire") {
+	if !errors.Is(err, ErrTooManyOwnSessions) || !strings.Contains(err.Error(), "the first of yours to expire") {
 		t.Fatalf("alice's past the bound with one open: %v; want the first expiry named", err)
 	}
 	// The server-wide bound still holds: alice 2, bob 1, one left.
@@ -82,6 +82,65 @@ func TestSessionTableBoundsPerOwner(t *testing.T) {
 	}
 	if len(tab.creatingBy) != 3 || tab.creatingBy["alice"] != 1 {
 		t.Fatalf("creatingBy = %v; want alice 1, bob 1, carol 1", tab.creatingBy)
+	}
+}
+
+// The refusals say only what is the caller's: a full server tells each
+// owner how many of the sessions are theirs and when the first of theirs
+// expires, never another owner's expiry nor a count of theirs.
+func TestSessionTableRefusalsTellOnlyYours(t *testing.T) {
+	var tab sessionTable
+	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	open := func(id, owner string, idle time.Duration) {
+		if err := tab.reserve(SessionConfig{Max: 8}, owner); err != nil {
+			t.Fatal(err)
+		}
+		tab.add(&session{id: id, owner: owner, created: now, lastUsed: now, idle: idle, lifetime: time.Hour})
+	}
+	open("session-a1", "alice", time.Minute)   // the first to expire, at 10:01
+	open("session-a2", "alice", 2*time.Minute) // 10:02
+	open("session-b1", "bob", 10*time.Minute)  // 10:10
+	cfg := SessionConfig{Max: 4, MaxPerOwner: 2}
+	if err := tab.reserve(cfg, "carol"); err != nil { // the fourth, being created
+		t.Fatal(err)
+	}
+	alice, bob, alice2 := "2026-12-01T10:01:00Z", "2026-12-01T10:10:00Z", "10:02"
+	for _, tc := range []struct {
+		owner    string
+		sentinel error
+		want     []string
+		notWant  []string
+	}{
+		{"bob", ErrTooManySessions, []string{"max_sessions", "1 of them are yours", "the first of yours to expire does so at " + bob},
+			[]string{alice, alice2, "4", "3"}},
+		{"alice", ErrTooManySessions, []string{"max_sessions", "2 of them are yours", "the first of yours to expire does so at " + alice},
+			[]string{bob, "4", "3"}},
+		{"carol", ErrTooManySessions, []string{"max_sessions", "1 of them are yours"}, []string{alice, bob, alice2, "expire", "4", "3"}},
+		{"dave", ErrTooManySessions, []string{"max_sessions", "none is yours"}, []string{alice, bob, alice2, "expire", "4", "3"}},
+	} {
+		t.Run(tc.owner, func(t *testing.T) {
+			err := tab.reserve(cfg, tc.owner)
+			if !errors.Is(err, tc.sentinel) {
+				t.Fatalf("got %v; want %v", err, tc.sentinel)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("got %q; want %q in it", err, w)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("got %q; want no %q in it", err, w)
+				}
+			}
+		})
+	}
+	// Under max_sessions, per_client_sessions' refusal is alice's alone.
+	cfg.Max = 8
+	err := tab.reserve(cfg, "alice")
+	if !errors.Is(err, ErrTooManyOwnSessions) || !strings.Contains(err.Error(), "2 of your sessions") ||
+		!strings.Contains(err.Error(), alice) || strings.Contains(err.Error(), bob) {
+		t.Errorf("alice past per_client_sessions: %v; want her 2 and her first expiry, not bob's", err)
 	}
 }
 

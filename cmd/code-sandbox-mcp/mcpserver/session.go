@@ -147,7 +147,7 @@ func (s *sessions) sessionErrorText(lang string, err error) string {
 		if s != nil {
 			max = s.limits.Max
 		}
-		return fmt.Sprintf("No session was started: max_sessions (%d) sessions are open (%v). %s lists yours; %s one you no longer need, or wait for one to expire, then call %s again. Without session_id a call runs in a fresh sandbox, which needs no session.",
+		return fmt.Sprintf("No session was started: the server is at max_sessions (%d), its bound on sessions at once (%v). %s lists yours; %s one you no longer need, or wait for one to expire, then call %s again. Without session_id a call runs in a fresh sandbox, which needs no session.",
 			max, err, listSessionsTool, closeSessionTool, createSessionTool)
 	case errors.Is(err, exec.ErrNoSessions):
 		return s.noSessionsText(lang, err)

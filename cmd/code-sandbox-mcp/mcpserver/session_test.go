@@ -369,7 +369,7 @@ func TestSessionErrors(t *testing.T) {
 			[]string{`no open session "s2"`, "it has ended: idle for 10m0s at 10:10", "Nothing was run", "create_session"}, nil},
 		{"too many", "create_session", map[string]any{"language": "python"},
 			nil, fmt.Errorf("create: %w", exec.ErrTooManySessions),
-			[]string{"max_sessions (4)", "list_sessions", "close_session", "wait for one to expire"}, []string{"state_dir", "no room"}},
+			[]string{"max_sessions (4)", "list_sessions", "close_session", "wait for one to expire"}, []string{"state_dir", "no room", "sessions are open"}},
 		{"no driver", "create_session", map[string]any{"language": "python"},
 			nil, fmt.Errorf("python: %w", exec.ErrNoSessions),
 			[]string{"python has no sessions", "javascript (run_js_code) and python (run_python_code)"}, []string{"retrying may help"}},
