@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -44,7 +46,13 @@ import (
 //	shutdown         reason
 //
 // A run_started and its run_ended share their run_id. Values of
-// pass-through variables are never written, only their names.
+// pass-through variables are never written, only their names: every
+// string of every record (paths, error texts, why, code text, anything)
+// has each value of minRedactBytes or more replaced by redactMarker of
+// its variable, such as "[redacted SECRET_X]"; hashes (sha256) are
+// written as computed. A value shorter than that cannot be kept out of
+// free text without mangling it, and is not redacted: start names such
+// variables in pass_through_env_not_redacted, and the server warns of them.
 const (
 	eventStart          = "start"
 	eventRunStarted     = "run_started"
@@ -115,7 +123,54 @@ type startRecord struct {
 	Languages           []string `json:"languages"`
 	PassThroughEnv      []string `json:"pass_through_env"`
 	PassThroughEnvUnset []string `json:"pass_through_env_unset,omitempty"`
-	IncludeCode         bool     `json:"include_code"`
+	// PassThroughEnvNotRedacted names the variables whose values are too
+	// short to redact (see minRedactBytes).
+	PassThroughEnvNotRedacted []string `json:"pass_through_env_not_redacted,omitempty"`
+	IncludeCode               bool     `json:"include_code"`
+}
+
+// minRedactBytes is the shortest pass-through value redacted from the
+// log. A value of one to three bytes ("1", "yes", "C") would match
+// nearly every string the log holds and make it unreadable, and no secret
+// is that short.
+const minRedactBytes = 4
+
+// redactMarker stands for the value of the variable name in the log.
+func redactMarker(name string) string { return "[redacted " + name + "]" }
+
+// newRedactor returns the function that replaces, in a string, each
+// pass-through value of cfg that env sets and that has minRedactBytes or
+// more by its redactMarker, and the names of the variables whose values
+// are too short for it (empty values have nothing to hide). It replaces
+// too the form of a value that encoding/json writes, each byte that is
+// not UTF-8 as U+FFFD. A longer value wins over one it contains. It is
+// nil if there is nothing to redact.
+func newRedactor(cfg *config.Config, env lookupFunc) (redact func(string) string, tooShort []string) {
+	type pair struct{ value, marker string }
+	var pairs []pair
+	for _, name := range cfg.Sandbox.PassThroughEnv {
+		v, ok := env(name)
+		switch {
+		case !ok || v == "":
+			continue
+		case len(v) < minRedactBytes:
+			tooShort = append(tooShort, name)
+			continue
+		}
+		pairs = append(pairs, pair{v, redactMarker(name)})
+		if j := []rune(v); string(j) != v { // not UTF-8: as json writes it
+			pairs = append(pairs, pair{string(j), redactMarker(name)})
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, tooShort
+	}
+	slices.SortStableFunc(pairs, func(a, b pair) int { return len(b.value) - len(a.value) })
+	args := make([]string, 0, 2*len(pairs))
+	for _, p := range pairs {
+		args = append(args, p.value, p.marker)
+	}
+	return strings.NewReplacer(args...).Replace, tooShort
 }
 
 // start records the start-up of the server on transport, listening on
@@ -130,10 +185,16 @@ func (a *auditor) start(cfg *config.Config, env lookupFunc, transport, listen st
 	if set == nil {
 		set = []string{}
 	}
+	redact, tooShort := newRedactor(cfg, env)
+	a.log.SetRedact(redact, "sha256")
+	if len(tooShort) > 0 {
+		a.logger.Warn("pass-through values too short to redact from the audit log: a program can put them in it (a file name, say)",
+			"pass_through_env", tooShort, "min_bytes", minRedactBytes)
+	}
 	err := a.log.Write(eventStart, startRecord{
 		Version: version, PID: os.Getpid(), Transport: transport, Listen: listen,
 		Namespace: cfg.Containerd.Namespace, Languages: cfg.Names(),
-		PassThroughEnv: set, PassThroughEnvUnset: unset, IncludeCode: a.includeCode,
+		PassThroughEnv: set, PassThroughEnvUnset: unset, PassThroughEnvNotRedacted: tooShort, IncludeCode: a.includeCode,
 	})
 	if err != nil {
 		return fmt.Errorf("the audit log %s cannot be written, so the server does not start: %w", a.path, err)

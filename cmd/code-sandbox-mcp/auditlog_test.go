@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -525,5 +526,99 @@ func TestAuditAuthFailedRationed(t *testing.T) {
 	last := recs[len(recs)-1]
 	if len(recs) != authFailedBurst+1 || last["suppressed"] != float64(1000-authFailedBurst) {
 		t.Fatalf("after a second: %d records, the last %v; want %d, suppressed %d", len(recs), last, authFailedBurst+1, 1000-authFailedBurst)
+	}
+}
+
+// A pass-through value is redacted from every string the log records,
+// whatever field holds it: file paths in and out, the code's text, an
+// error, a session's why and id; hashes are kept as computed, the chain
+// verifies, and a value too short to redact is named in start.
+func TestAuditRedactsPassThroughValues(t *testing.T) {
+	a, cfg, path := newTestAuditor(t, true)
+	cfg.Sandbox.PassThroughEnv = []string{"SECRET_X", "SHORT_Y", "EMPTY_Z", "UNSET_Y"}
+	// A value with bytes json escapes, and one that is not UTF-8, which
+	// json writes with U+FFFD.
+	const quoted, notUTF8 = `q"<&>\` + testSecret, "\xff\xfe" + testSecret + "-raw"
+	env := envMap(map[string]string{"SECRET_X": testSecret, "SHORT_Y": "ab", "EMPTY_Z": "", "QUOTED": quoted, "RAW": notUTF8})
+	cfg.Sandbox.PassThroughEnv = append(cfg.Sandbox.PassThroughEnv, "QUOTED", "RAW")
+	if err := a.start(cfg, env, "stdio", ""); err != nil {
+		t.Fatal(err)
+	}
+	code := "open(os.environ['SECRET_X'], 'w') # " + testSecret
+	out := []byte("data " + testSecret)
+	run := a.wrapRun(func(_ context.Context, req exec.Request) (*exec.Result, error) {
+		if req.Language == "javascript" {
+			return nil, errors.New("open " + quoted + ": denied; " + notUTF8)
+		}
+		return &exec.Result{Files: []exec.File{{Path: "out/" + testSecret + ".txt", Data: out}}}, nil
+	}, nil)
+	in := []exec.File{{Path: testSecret + "/in.csv", Data: []byte("a")}}
+	if _, err := run(t.Context(), exec.Request{Language: "python", Code: code, Files: in}); err != nil {
+		t.Fatal(err)
+	}
+	run(t.Context(), exec.Request{Language: "javascript", Code: "1"})
+	s := a.wrapSessions(&fakeSessions{})
+	s.CloseSession("bob", testSecret)
+	a.observe(exec.Config{}).Hooks.SessionEnded(exec.SessionInfo{ID: "s1", Owner: "bob", Language: "python"}, "crashed: "+testSecret)
+	a.shutdown(t.Context(), nil)
+
+	recs, log := records(t, path)
+	noSecret(t, log)
+	for _, v := range []string{quoted, notUTF8, strings.ToValidUTF8(notUTF8, "\uFFFD")} {
+		enc, _ := json.Marshal(v)
+		if strings.Contains(log, v) || strings.Contains(log, string(enc[1:len(enc)-1])) {
+			t.Errorf("the log holds the value %q, raw or as JSON writes it:\n%s", v, log)
+		}
+	}
+	if got := recs[0]["pass_through_env_not_redacted"]; len(got.([]any)) != 1 || got.([]any)[0] != "SHORT_Y" {
+		t.Errorf("start pass_through_env_not_redacted %v; want [SHORT_Y]", got)
+	}
+	x := redactMarker("SECRET_X")
+	re := recs[2]
+	for k, want := range map[string]any{
+		"code.text": nil, "code.sha256": sha(code),
+	} {
+		if got := get(re, k); got != want {
+			t.Errorf("run_ended %s = %v; want %v", k, got, want)
+		}
+	}
+	if got := get(recs[1], "code.text"); got != "open(os.environ['SECRET_X'], 'w') # "+x {
+		t.Errorf("run_started code.text %v; want the value redacted", got)
+	}
+	f := get(re, "files_out").([]any)[0].(map[string]any)
+	if f["path"] != "out/"+x+".txt" || f["sha256"] != sha(string(out)) || f["size"] != float64(len(out)) {
+		t.Errorf("files_out %v; want the path redacted, the hash and size as they are", f)
+	}
+	if got := get(get(re, "files_in").([]any)[0].(map[string]any), "path"); got != x+"/in.csv" {
+		t.Errorf("files_in path %v; want %s/in.csv", got, x)
+	}
+	if got, want := get(recs[4], "outcome.error"), "open "+redactMarker("QUOTED")+": denied; "+redactMarker("RAW"); got != want {
+		t.Errorf("run_ended outcome.error %q; want %q", got, want)
+	}
+	if recs[5]["session"] != x || recs[6]["why"] != "crashed: "+x {
+		t.Errorf("session_closed %v, session_ended %v; want the value redacted", recs[5], recs[6])
+	}
+}
+
+// A longer value wins over one it holds, and a value too short is left
+// alone and named.
+func TestNewRedactor(t *testing.T) {
+	cfg := config.Default()
+	cfg.Sandbox.PassThroughEnv = []string{"A", "AB", "S", "N"}
+	redact, short := newRedactor(cfg, envMap(map[string]string{"A": "token", "AB": "token-long", "S": "abc", "N": "nope"}))
+	if !slices.Equal(short, []string{"S"}) {
+		t.Errorf("too short: %v; want [S]", short)
+	}
+	for in, want := range map[string]string{
+		"x token-long y token abc": "x [redacted AB] y [redacted A] abc",
+		"nopetoken":                "[redacted N][redacted A]",
+		"":                         "",
+	} {
+		if got := redact(in); got != want {
+			t.Errorf("redact(%q) = %q; want %q", in, got, want)
+		}
+	}
+	if redact, _ := newRedactor(cfg, envMap(nil)); redact != nil {
+		t.Error("a redactor with nothing to redact; want nil")
 	}
 }

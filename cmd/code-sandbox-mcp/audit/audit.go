@@ -21,7 +21,8 @@
 // must then reach that hash.
 //
 // The package knows nothing of what the server audits: callers choose the
-// events and their fields, and must leave secrets out of them.
+// events and their fields, and must leave secrets out of them, or have
+// SetRedact take them out of every string of every record.
 package audit
 
 import (
@@ -56,6 +57,11 @@ type Log struct {
 	size int64     // f's size after the last whole record
 	prev string    // the prev of the next record
 	err  error     // set when a failed write could not be undone
+
+	// redact rewrites the fields' strings but keep's (see SetRedact);
+	// nil: none.
+	redact func(string) string
+	keep   map[string]bool
 
 	// write and sync are f.Write and f.Sync; tests replace them to make
 	// them fail.
@@ -214,6 +220,12 @@ func (l *Log) record(event string, fields any) ([]byte, error) {
 		var err error
 		if body, err = json.Marshal(fields); err != nil {
 			return nil, fmt.Errorf("audit log: %s record: %w", event, err)
+		}
+	}
+	if l.redact != nil {
+		var err error
+		if body, err = mapStrings(body, l.redact, l.keep); err != nil {
+			return nil, fmt.Errorf("audit log: %s record: redact: %w", event, err)
 		}
 	}
 	var keys map[string]json.RawMessage
