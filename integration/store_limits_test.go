@@ -1,0 +1,216 @@
+package integration
+
+// What the file store keeps for clients, through the real binary over
+// HTTP (issue 23): names count in file_retention_bytes, measured on the
+// server's heap; each client keeps its files within its own share, so
+// that one cannot evict another's; and a full server's session refusal
+// tells a client nothing of another's sessions.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// longNamesCode leaves 100 empty files whose paths are 4015 bytes each:
+// 15 directories and a file, each name 250 bytes (a name may have 255,
+// a path 4095), one directory inside the other.
+const longNamesCode = `import os
+d = os.path.join(*['d%03d' % i + 'x' * 246 for i in range(15)])
+os.makedirs(d)
+os.chdir(d)
+for i in range(100):
+    open('f%03d' % i + 'y' * 246, 'w').close()
+`
+
+// longNamePath is the path of the ith file longNamesCode leaves.
+func longNamePath(i int) string {
+	var parts []string
+	for j := range 15 {
+		parts = append(parts, fmt.Sprintf("d%03d", j)+strings.Repeat("x", 246))
+	}
+	return strings.Join(append(parts, fmt.Sprintf("f%03d", i)+strings.Repeat("y", 246)), "/")
+}
+
+// callTool calls tool on c with args and decodes the result.
+func callTool(ctx context.Context, t *testing.T, c *client.Client, tool string, args map[string]any) toolResult {
+	t.Helper()
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
+	if err != nil {
+		t.Fatalf("call %s: %v", tool, err)
+	}
+	return decodeResult(t, res)
+}
+
+// settledHeap is the least of a few scrapes of the server's heap: the
+// heap without most of the garbage a call left.
+func settledHeap(t *testing.T, s *httpServer) int64 {
+	t.Helper()
+	least := s.heapBytes(t, "")
+	for range 10 {
+		least = min(least, s.heapBytes(t, ""))
+	}
+	return least
+}
+
+// With file_retention_bytes at 1 MiB, 24 runs of 100 empty files with
+// 4 KB paths would keep 9.4 MiB of names if names were not counted: the
+// server's heap must grow by no more than the cap and a little slack,
+// and the early runs' files must be gone (their URIs read as expired)
+// while the last run's read.
+func TestStoreCountsNames(t *testing.T) {
+	const (
+		retention = 1 << 20
+		runs      = 24
+		// slack is what the heap may grow by beyond the files kept:
+		// garbage the collector has not yet taken (GOGC=10: a tenth of
+		// the live heap) and what a server keeps of any run.
+		slack = 2 << 20
+	)
+	s := startHTTP(t, serverSpec{env: []string{lowGOGC}, sandbox: "file_retention_bytes = \"1MiB\"\n", config: noPools})
+	c := s.connect(t, "")
+	// One run first, so that the start counts what any run leaves (the
+	// code paths' first allocations) and none of the store.
+	if r := callTool(testContext(t), t, c, "run_python_code", code("print(1)")); r.isError {
+		t.Fatalf("the first run: %q", r.text)
+	}
+	start := settledHeap(t, s)
+	var uris []string
+	for i := range runs {
+		r := callTool(testContext(t), t, c, "run_python_code", code(longNamesCode))
+		if r.isError || len(r.out.Files) != 100 || r.out.FilesDropped != 0 {
+			t.Fatalf("run %d: %d files, %d dropped; want 100, 0 (max_files_out, files_out_bytes and the workspace let them through): %.500s",
+				i+1, len(r.out.Files), r.out.FilesDropped, r.text)
+		}
+		if r.out.Files[0].Path != longNamePath(0) || len(r.out.Files[0].Path) != 4015 {
+			t.Fatalf("run %d: the first file is %.80q… (%d bytes); want %.80q… (4015)", i+1, r.out.Files[0].Path, len(r.out.Files[0].Path), longNamePath(0))
+		}
+		if len(r.links) != 100 {
+			t.Fatalf("run %d: %d links; want the files kept, 100 (a run of 100 names of 4 KB fits in 1 MiB): %.300s", i+1, len(r.links), r.text[len(r.text)-300:])
+		}
+		uris = append(uris, r.links[0].URI)
+	}
+	// Right after a call the heap holds its result's garbage until the
+	// next collection, which the scrapes' own allocations bring on: what
+	// the server keeps is the heap once it falls, and it must fall within
+	// the bound.
+	end := s.heapBytes(t, "")
+	if !waitFor(20*time.Second, func() bool {
+		end = min(end, s.heapBytes(t, ""))
+		return end-start <= retention+slack
+	}) {
+		t.Errorf("the heap grew by %s over %d runs of empty files with long names (%s to %s, the least in 20 s of scrapes); want at most file_retention_bytes (%s) + %s",
+			mib(end-start), runs, mib(start), mib(end), mib(retention), mib(slack))
+	}
+	t.Logf("heap: %s at the start, %s after %d runs of 100 names of 4015 bytes (%s of names)",
+		mib(start), mib(end), runs, mib(int64(runs*100*4015)))
+	ctx := testContext(t)
+	for i, uri := range uris[:runs-3] {
+		if text := readErr(ctx, t, c, "the client", uri); !strings.Contains(text, "has expired or never existed") {
+			t.Errorf("run %d's file: %q; want expired", i+1, text)
+		}
+	}
+	got, err := c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uris[runs-1]}})
+	if err != nil || len(got.Contents) != 1 {
+		t.Errorf("the last run's file: %+v, %v; want it kept", got, err)
+	}
+}
+
+// Each client keeps its files within an equal share of
+// file_retention_bytes: bob filling the store evicts his own runs, never
+// alice's; bob's run over his share (though under the cap) is not kept,
+// and its result says so; the environments resource gives the share.
+func TestStoreSharesPerClient(t *testing.T) {
+	path, tokens := tokenFile(t, "alice", "bob")
+	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, sandbox: "file_retention_bytes = \"1MiB\"\n", config: noPools})
+	alice, bob := s.connect(t, tokens["alice"]), s.connect(t, tokens["bob"])
+
+	r := callTool(testContext(t), t, alice, "run_python_code", code("open('a.txt', 'w').write('for alice')"))
+	if r.isError || len(r.links) != 1 {
+		t.Fatalf("alice's run: %q, %d links; want a.txt kept", r.text, len(r.links))
+	}
+	aliceURI := r.links[0].URI
+	// Bob writes 200 KiB a run, 1.2 MiB in all: more than the whole cap.
+	var bobURIs []string
+	for i := range 6 {
+		r := callTool(testContext(t), t, bob, "run_python_code", code("open('b.bin', 'wb').write(b'b' * 200 * 1024)"))
+		if r.isError || len(r.links) != 1 {
+			t.Fatalf("bob's run %d: %q, %d links; want b.bin kept", i+1, r.text, len(r.links))
+		}
+		bobURIs = append(bobURIs, r.links[0].URI)
+	}
+	ctx := testContext(t)
+	got, err := alice.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: aliceURI}})
+	if err != nil {
+		t.Fatalf("alice's file after bob filled the store: %v; want it kept", err)
+	}
+	if text, ok := got.Contents[0].(mcp.TextResourceContents); !ok || text.Text != "for alice" {
+		t.Errorf("alice's file: %+v; want the text she wrote", got.Contents[0])
+	}
+	if text := readErr(ctx, t, bob, "bob", bobURIs[0]); !strings.Contains(text, "has expired or never existed") ||
+		!strings.Contains(text, "per client") {
+		t.Errorf("bob's first file: %q; want it evicted, the error naming the per-client bound", text)
+	}
+	if _, err := bob.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: bobURIs[5]}}); err != nil {
+		t.Errorf("bob's last file: %v; want it kept", err)
+	}
+
+	// 600 KiB: under the cap, over bob's share.
+	r = callTool(testContext(t), t, bob, "run_python_code", code("open('big.bin', 'wb').write(b'b' * 600 * 1024)"))
+	want := "not kept for reading back: together, with their names, they take 601.3KiB, over your share of file_retention_bytes (512.0KiB of 1MiB, shared by 2 clients)"
+	if r.isError || len(r.links) != 0 || r.out.Files[0].URI != "" || !strings.Contains(r.text, want) {
+		t.Errorf("bob's run over his share: %q, %d links; want no link and %q", r.text, len(r.links), want)
+	}
+	if _, err := bob.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: bobURIs[5]}}); err != nil {
+		t.Errorf("bob's last file after a run over his share: %v; want it kept (nothing evicted)", err)
+	}
+
+	res, err := alice.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "sandbox://environments"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env struct {
+		Files map[string]any `json:"files"`
+	}
+	if err := json.Unmarshal([]byte(res.Contents[0].(mcp.TextResourceContents).Text), &env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Files["retention_bytes"] != float64(1<<20) || env.Files["retention_bytes_per_client"] != float64(512<<10) {
+		t.Errorf("environments files %v; want retention_bytes 1MiB, retention_bytes_per_client 512KiB", env.Files)
+	}
+}
+
+// timestamp is an RFC 3339 time, as a session's expiry is written.
+var timestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d`)
+
+// On a server with max_sessions = 1 that alice's session fills, bob's
+// create_session is refused with a text that names max_sessions and
+// tells him nothing of alice's session: no expiry, no count.
+func TestStoreSessionRefusalTellsOnlyYours(t *testing.T) {
+	path, tokens := tokenFile(t, "alice", "bob")
+	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, config: "[sessions]\nmax_sessions = 1\n" + noPools})
+	alice, bob := s.connect(t, tokens["alice"]), s.connect(t, tokens["bob"])
+	ctx := testContext(t)
+	var created createdSession
+	if text, isErr := callRaw(ctx, t, alice, "create_session", map[string]any{"language": "python"}, &created); isErr {
+		t.Fatalf("alice's create_session: %q", text)
+	}
+	text, isErr := callRaw(ctx, t, bob, "create_session", map[string]any{"language": "python"}, nil)
+	if !isErr || !strings.Contains(text, "max_sessions") || !strings.Contains(text, "none is yours") {
+		t.Fatalf("bob's create_session: %q, isError %v; want a refusal naming max_sessions and that none is his", text, isErr)
+	}
+	if m := timestamp.FindString(text); m != "" || strings.Contains(text, created.ExpiresAt) || strings.Contains(text, "sessions are open") {
+		t.Errorf("bob's refusal %q tells of alice's session (a time %q, her expiry %s, or a count); want nothing of hers", text, m, created.ExpiresAt)
+	}
+	text, isErr = callRaw(ctx, t, alice, "create_session", map[string]any{"language": "python"}, nil)
+	if !isErr || !strings.Contains(text, "1 of them are yours") || !timestamp.MatchString(text) {
+		t.Errorf("alice's second create_session: %q; want her own count and first expiry", text)
+	}
+}
