@@ -165,6 +165,7 @@ func startBenchHTTP(b *testing.B, bin, sandboxTOML string, clients int) *benchSe
 		s.clients = append(s.clients, c)
 	}
 	s.c = s.clients[0]
+	s.base, s.tokens = "http://"+addr, tokens
 	// Each call takes a client no other call is using.
 	s.free = make(chan *client.Client, len(s.clients))
 	for _, c := range s.clients {

@@ -18,7 +18,13 @@ package integration
 //   - the time from the server's exec to its first result;
 //   - a soak: BENCH_SOAK_N (default 1000) Python hellos at concurrency 8 on
 //     one server, with its errors, its RSS after every 100 calls, and what
-//     is left after it exits.
+//     is left after it exits;
+//   - a soak over HTTP: 8 clients, each with its own token and MCP session,
+//     mixing runs, files, resources/read, sessions and calls meant to fail
+//     for BENCH_SOAK_HTTP_SECONDS (default 180) after a 20 s warm-up, with
+//     the server's RSS at the start (the highest of the warm-up's second
+//     half), its peak after the warm-up and at the end, its calls by kind
+//     and its errors (bench_soak_http_test.go).
 //
 // It samples on its own and runs once: go test -run '^$' -bench SideBySide
 // -benchtime 1x ./integration. It prints a table and writes the same as
@@ -193,6 +199,7 @@ type benchReport struct {
 	WarmPhases  []string           `json:"warm_phases,omitempty"`
 	ReadyMemMiB map[string]float64 `json:"ready_mem_mib,omitempty"`
 	Soak        *soakRow           `json:"soak,omitempty"`
+	SoakHTTP    *soakHTTPRow       `json:"soak_http,omitempty"`
 	Targets     []target           `json:"targets"`
 	Notes       []string           `json:"notes,omitempty"`
 }
@@ -318,6 +325,11 @@ func BenchmarkSideBySide(b *testing.B) {
 		rep.Soak = s.soak(b, benchPrograms[0], nSoak, 8)
 	}
 
+	// The same over HTTP, with 8 clients and a mix of calls.
+	if part("soakhttp") {
+		rep.SoakHTTP = soakHTTP(b, bin, pool, soakHTTPSeconds(b))
+	}
+
 	if part("cli") {
 		for _, rt := range []string{"podman", "docker"} {
 			for i, p := range benchPrograms {
@@ -374,7 +386,7 @@ func BenchmarkSideBySide(b *testing.B) {
 }
 
 // benchPartNames are the parts of the run, in order, for BENCH_ONLY.
-var benchPartNames = []string{"floor", "pool", "cold", "phases", "session", "http", "platform", "pool0", "first", "soak", "cli"}
+var benchPartNames = []string{"floor", "pool", "cold", "phases", "session", "http", "platform", "pool0", "first", "soak", "soakhttp", "cli"}
 
 // benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
 // (all of them when it is empty), and reports whether a part is to run.
@@ -489,8 +501,11 @@ type benchServer struct {
 	stderr   *syncBuffer
 	stateDir string
 
-	// Over HTTP: its clients, those not in a call, and what stops it.
+	// Over HTTP: where it listens (http://HOST:PORT), its clients and
+	// their tokens, those not in a call, and what stops it.
+	base    string
 	clients []*client.Client
+	tokens  []string
 	free    chan *client.Client
 	stop    func() error
 }
@@ -1282,6 +1297,7 @@ func (r *benchReport) judge() {
 			fmt.Sprintf("%d errors in %d calls, %s, %d things wrong at or after exit", s.Errors, s.Calls, rss, len(s.AfterExit)),
 			s.Errors == 0 && s.flat() && len(s.AfterExit) == 0)
 	}
+	r.judgeSoakHTTP(add)
 	if len(r.FirstResult) > 0 {
 		worst := slices.Max(r.FirstResult)
 		add("first result <= 1 s after the server starts", true,
@@ -1362,6 +1378,9 @@ func (r *benchReport) table() string {
 		for _, e := range s.AfterExit {
 			fmt.Fprintf(&w, "- after exit: %s\n", e)
 		}
+	}
+	if s := r.SoakHTTP; s != nil {
+		w.WriteString(s.table())
 	}
 	if len(r.Phases) > 0 {
 		fmt.Fprintf(&w, "\nrun phases (server debug log, pool %d server, every run):\n\n", r.Pool)
