@@ -1,10 +1,12 @@
 // Package clientlimit bounds what each client of a server with many
 // clients may ask of it: a share of the runs in flight, and a rate of
-// tool calls. A call past either is refused before its handler is
-// called, so nothing runs, with an error result that says which limit it
-// hit, the limit's value and when to retry. Clients are told apart by a
-// principal function; the package knows mcp-go's tool calls, not the
-// transport, the tokens that name the clients, or the executor.
+// tool calls and MCP initializes. A call past either is refused before
+// its handler is called, so nothing runs, with an error result that says
+// which limit it hit, the limit's value and when to retry; an initialize
+// past the rate is refused by the transport, with the text Initialize
+// gives it. Clients are told apart by a principal function; the package
+// knows mcp-go's tool calls, not the transport, the tokens that name the
+// clients, or the executor.
 package clientlimit
 
 import (
@@ -34,8 +36,8 @@ type Config struct {
 	// time limit its calls have unless they ask for another with the
 	// argument timeout_seconds; 0 if it is not known.
 	Tools map[string]time.Duration
-	// Rate is how many tool calls, of any tool, one client may make a
-	// minute; 0 is no limit. Burst is how many it may make at once after
+	// Rate is how many tool calls, of any tool, and initializes one
+	// client may make a minute, together; 0 is no limit. Burst is how many it may make at once after
 	// a quiet spell: the size of its token bucket.
 	Rate  int
 	Burst int
@@ -103,20 +105,10 @@ func (l *Limiter) admit(principal, tool string, args map[string]any) (done func(
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.c.Now()
-	l.forget(now)
-	c := l.clients[principal]
-	if c == nil {
-		c = &client{tokens: float64(l.c.Burst), filled: now, running: map[*call]bool{}}
-		l.clients[principal] = c
-	}
-	if l.c.Rate > 0 {
-		l.fill(c, now)
-		if c.tokens < 1 {
-			wait := (1 - c.tokens) / l.perSecond()
-			return nil, fmt.Sprintf("Rate limit: each client may make %d tool calls a minute (rate_limit), %d at once (rate_burst), so this call was not run. Retry in %.1f s.",
-				l.c.Rate, l.c.Burst, math.Ceil(wait*10)/10)
-		}
-		c.tokens--
+	c := l.client(principal, now)
+	if wait := l.take(c, now); wait > 0 {
+		return nil, fmt.Sprintf("Rate limit: each client may make %d tool calls a minute (rate_limit), %d at once (rate_burst), so this call was not run. Retry in %.1f s.",
+			l.c.Rate, l.c.Burst, wait.Seconds())
 	}
 	def, counted := l.c.Tools[tool]
 	if !counted || l.c.Concurrency <= 0 {
@@ -135,6 +127,51 @@ func (l *Limiter) admit(principal, tool string, args map[string]any) (done func(
 		defer l.mu.Unlock()
 		delete(c.running, k)
 	}, ""
+}
+
+// Initialize takes a token from principal's bucket for an MCP
+// initialize, which is not a tool call but makes the server hold a
+// session, and so counts in the same rate as the tool calls (rate_limit,
+// rate_burst). If the bucket is empty it takes nothing and returns how
+// long until a token is there, rounded up to a tenth of a second, and the
+// refusal's text; else 0 and "".
+func (l *Limiter) Initialize(principal string) (retry time.Duration, refusal string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.c.Now()
+	wait := l.take(l.client(principal, now), now)
+	if wait == 0 {
+		return 0, ""
+	}
+	return wait, fmt.Sprintf("Rate limit: each client may make %d requests a minute (rate_limit), %d at once (rate_burst), tool calls and MCP initializes together, so this initialize was refused and made no session. Retry in %.1f s.",
+		l.c.Rate, l.c.Burst, wait.Seconds())
+}
+
+// client is principal's state, made if there is none; l.mu is held.
+func (l *Limiter) client(principal string, now time.Time) *client {
+	l.forget(now)
+	c := l.clients[principal]
+	if c == nil {
+		c = &client{tokens: float64(l.c.Burst), filled: now, running: map[*call]bool{}}
+		l.clients[principal] = c
+	}
+	return c
+}
+
+// take takes a token from c's bucket if the rate is limited, and returns
+// 0; or, if the bucket is empty, takes nothing and returns how long until
+// a token is there, rounded up to a tenth of a second. l.mu is held.
+func (l *Limiter) take(c *client, now time.Time) time.Duration {
+	if l.c.Rate <= 0 {
+		return 0
+	}
+	l.fill(c, now)
+	if c.tokens < 1 {
+		wait := (1 - c.tokens) / l.perSecond()
+		return time.Duration(math.Ceil(wait*10)) * time.Second / 10
+	}
+	c.tokens--
+	return 0
 }
 
 // concurrencyRefusal is the text of a call refused because its client has

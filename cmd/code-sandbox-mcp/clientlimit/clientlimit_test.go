@@ -231,3 +231,52 @@ func TestForget(t *testing.T) {
 		t.Errorf("after another minute: %d clients; want only the one calling", n)
 	}
 }
+
+// An initialize takes a token from the bucket the tool calls take from:
+// past the burst of both together, either is refused, and the
+// initialize's refusal says when to retry.
+func TestInitialize(t *testing.T) {
+	l, clock := newLimiter(Config{Rate: 6, Burst: 3}) // a token every 10 s
+	ran := 0
+	if text, isErr := callTool(t, l, "alice", "list_sessions", nil, &ran); isErr {
+		t.Fatalf("a call in the burst: %q", text)
+	}
+	for i := range 2 {
+		if retry, refusal := l.Initialize("alice"); retry != 0 || refusal != "" {
+			t.Fatalf("initialize %d in the burst: %v %q; want it taken", i+1, retry, refusal)
+		}
+	}
+	want := "Rate limit: each client may make 6 requests a minute (rate_limit), 3 at once (rate_burst), tool calls and MCP initializes together, so this initialize was refused and made no session. Retry in 10.0 s."
+	if retry, refusal := l.Initialize("alice"); retry != 10*time.Second || refusal != want {
+		t.Errorf("the 4th request, an initialize: %v %q; want 10s %q", retry, refusal, want)
+	}
+	if text, isErr := callTool(t, l, "alice", "list_sessions", nil, &ran); !isErr || !strings.HasPrefix(text, "Rate limit:") {
+		t.Errorf("a call after the initializes emptied the bucket: %q, isError %v; want refused", text, isErr)
+	}
+	if retry, refusal := l.Initialize("bob"); refusal != "" {
+		t.Errorf("bob's initialize while alice is refused: %v %q", retry, refusal)
+	}
+	clock.advance(7650 * time.Millisecond)
+	if retry, _ := l.Initialize("alice"); retry != 2400*time.Millisecond {
+		t.Errorf("after 7.65 s: retry in %v; want 2.4s (rounded up)", retry)
+	}
+	clock.advance(2350 * time.Millisecond)
+	if retry, refusal := l.Initialize("alice"); refusal != "" {
+		t.Errorf("after 10 s: %v %q; want it taken", retry, refusal)
+	}
+	// A refused initialize took nothing: the next token comes 10 s after
+	// the last one taken.
+	clock.advance(10 * time.Second)
+	if text, isErr := callTool(t, l, "alice", "list_sessions", nil, &ran); isErr {
+		t.Errorf("10 s later: %q; want it run", text)
+	}
+}
+
+func TestInitializeNoRate(t *testing.T) {
+	l, _ := newLimiter(Config{})
+	for range 1000 {
+		if retry, refusal := l.Initialize("alice"); retry != 0 || refusal != "" {
+			t.Fatalf("no limits: %v %q", retry, refusal)
+		}
+	}
+}
