@@ -1,11 +1,12 @@
 // Package metrics is the Prometheus face of code-sandbox-mcp: the
 // counters, gauges and histograms of the runs, the sandboxes, the ready
-// pools, the queue, the sessions and the failed authentications, in a
-// registry of its own, and the handler that serves them. It is told of
-// events through a RunFunc wrapper, exec.Hooks and AuthFailed, and reads
-// the pool and session gauges from a Source at each scrape. It must not
-// know flags, MCP or a transport: where /metrics is served, and behind
-// which checks, is its caller's business.
+// pools, the queue, the sessions, the failed authentications and the
+// refused connections, in a registry of its own, and the handler that
+// serves them. It is told of events through a RunFunc wrapper,
+// exec.Hooks, AuthFailed and ConnRefused, and reads the pool and session
+// gauges from a Source at each scrape. It must not know flags, MCP or a
+// transport: where /metrics is served, and behind which checks, is its
+// caller's business.
 package metrics
 
 import (
@@ -65,6 +66,16 @@ const (
 // authReasons lists every auth failure reason.
 var authReasons = []string{AuthMissing, AuthMalformed, AuthInvalid}
 
+// The reasons of code_sandbox_connections_refused_total, named after the
+// [http] settings that refused them: a closed set.
+const (
+	ConnMaxTotal     = "max_connections"            // all clients' connections together
+	ConnMaxPerClient = "max_connections_per_client" // one remote address's
+)
+
+// connReasons lists every connection refusal reason.
+var connReasons = []string{ConnMaxTotal, ConnMaxPerClient}
+
 // Buckets, in seconds.
 var (
 	// runBuckets span a 5 ms error to a 5 min program.
@@ -102,6 +113,7 @@ type Metrics struct {
 	queueWait      *prometheus.HistogramVec
 	sessionsEnded  *prometheus.CounterVec
 	authFailures   *prometheus.CounterVec
+	connsRefused   *prometheus.CounterVec
 }
 
 // New returns the metrics of a server of version running languages,
@@ -159,6 +171,11 @@ func New(version string, languages []string, source func() Source) *Metrics {
 			Namespace: namespace, Name: "auth_failures_total",
 			Help: "HTTP requests refused for their Authorization header: missing, malformed (not one \"Bearer TOKEN\"), or invalid (no client's token).",
 		}, []string{"reason"}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "connections_refused_total",
+			Help: "Connections closed as soon as accepted, on the /mcp listener or the metrics listener, for the bound they would pass: " +
+				"max_connections (all clients together) or max_connections_per_client (one remote address).",
+		}, []string{"reason"}),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: namespace, Name: "build_info",
@@ -166,7 +183,7 @@ func New(version string, languages []string, source func() Source) *Metrics {
 	}, []string{"version"})
 	buildInfo.WithLabelValues(version).Set(1)
 	m.reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.createSeconds, m.createFailures,
-		m.poolTakes, m.queueWait, m.sessionsEnded, m.authFailures, buildInfo,
+		m.poolTakes, m.queueWait, m.sessionsEnded, m.authFailures, m.connsRefused, buildInfo,
 		&executorCollector{languages: languages, source: source},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -186,6 +203,9 @@ func New(version string, languages []string, source func() Source) *Metrics {
 	}
 	for _, r := range authReasons {
 		m.authFailures.WithLabelValues(r)
+	}
+	for _, r := range connReasons {
+		m.connsRefused.WithLabelValues(r)
 	}
 	return m
 }
@@ -286,6 +306,16 @@ func (m *Metrics) AuthFailed(reason string) {
 		reason = AuthInvalid
 	}
 	m.authFailures.WithLabelValues(reason).Inc()
+}
+
+// ConnRefused counts a connection refused for reason, ConnMaxTotal or
+// ConnMaxPerClient; any other value is not counted, so that the label's
+// set stays closed.
+func (m *Metrics) ConnRefused(reason string) {
+	switch reason {
+	case ConnMaxTotal, ConnMaxPerClient:
+		m.connsRefused.WithLabelValues(reason).Inc()
+	}
 }
 
 var (

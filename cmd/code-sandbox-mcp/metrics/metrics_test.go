@@ -180,6 +180,23 @@ code_sandbox_auth_failures_total{reason="missing"} 2
 	}
 }
 
+func TestConnectionsRefused(t *testing.T) {
+	m := New("v1", nil, func() Source { return nil })
+	m.ConnRefused(ConnMaxPerClient)
+	m.ConnRefused(ConnMaxPerClient)
+	m.ConnRefused(ConnMaxTotal)
+	m.ConnRefused("127.0.0.1")
+	want := `
+# HELP code_sandbox_connections_refused_total Connections closed as soon as accepted, on the /mcp listener or the metrics listener, for the bound they would pass: max_connections (all clients together) or max_connections_per_client (one remote address).
+# TYPE code_sandbox_connections_refused_total counter
+code_sandbox_connections_refused_total{reason="max_connections"} 1
+code_sandbox_connections_refused_total{reason="max_connections_per_client"} 2
+`
+	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "code_sandbox_connections_refused_total"); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestExecutorGauges(t *testing.T) {
 	var src Source
 	m := New("v1", []string{"js", "python"}, func() Source { return src })
@@ -211,6 +228,7 @@ func TestSeriesFromTheStart(t *testing.T) {
 		`code_sandbox_runs_total{language="python",outcome="failed"} 0`,
 		`code_sandbox_runs_in_flight{language="python"} 0`,
 		`code_sandbox_auth_failures_total{reason="invalid"} 0`,
+		`code_sandbox_connections_refused_total{reason="max_connections_per_client"} 0`,
 		`code_sandbox_run_duration_seconds_bucket{language="python",le="300"} 0`,
 		`code_sandbox_run_duration_seconds_bucket{language="python",le="0.005"} 0`,
 	} {
