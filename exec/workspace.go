@@ -1,7 +1,6 @@
 package exec
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -428,7 +427,8 @@ const (
 )
 
 // readOutput reads the file at p beneath root, if it is still a regular
-// file, and at most limit bytes of it.
+// file, and at most limit bytes of it, with readSized: what it returns
+// holds exactly the bytes read.
 func readOutput(root int, p string, base baseline, limit int64) ([]byte, readResult, error) {
 	fd, err := openBeneath(root, p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
@@ -457,19 +457,86 @@ func readOutput(root int, p string, base baseline, limit int64) ([]byte, readRes
 	if isInput {
 		readLimit = max(readLimit, in.size)
 	}
-	// Sized from the file as it was: never nil, even when empty.
-	buf := bytes.NewBuffer(make([]byte, 0, min(st.Size, readLimit)+1))
-	n, err := io.Copy(buf, io.LimitReader(f, readLimit+1))
+	data, over, err := readSized(f, st.Size, readLimit)
 	if err != nil {
 		return nil, 0, err
 	}
-	if isInput && n == in.size && sha256.Sum256(buf.Bytes()) == in.sum {
-		return nil, notOutput, nil
-	}
-	if n > limit {
+	if over {
 		return nil, overCap, nil // grew past its share while it was read
 	}
-	return buf.Bytes(), isOutput, nil
+	if isInput && int64(len(data)) == in.size && sha256.Sum256(data) == in.sum {
+		return nil, notOutput, nil
+	}
+	if int64(len(data)) > limit {
+		return nil, overCap, nil
+	}
+	return data, isOutput, nil
+}
+
+// growthReads bounds how many times readSized reads on in a file that
+// grew while it was read.
+const growthReads = 3
+
+// readSized reads the open file f, which held size bytes when it was
+// stat'ed, from its offset into a slice of exactly the bytes read: its
+// capacity is its length, and never nil. over says the file holds more
+// than limit bytes, none of which are returned then.
+//
+// What the server keeps of an output file is this slice, and what the
+// file store counts is its length, so the two must be one: a buffer
+// regrown as it is read (bytes.Buffer doubles it), or sized at the stat
+// and kept whole for a file that a session's background process
+// truncated since, would hold memory that nothing counts. So a file is
+// read into a slice of its stat size, and one that came up short is
+// copied into a slice of what was read, the big one left to the
+// collector. A file longer than its stat size grew while it was read,
+// which only a process the program left running can do (a session's, in
+// the background): readSized stats it again and reads on into a slice of
+// its new size, at most growthReads times; a file still growing then is
+// returned as far as that read went, which is the file as the server
+// read it, the only content a file still being written has.
+func readSized(f *os.File, size, limit int64) (data []byte, over bool, err error) {
+	if size > limit {
+		return nil, true, nil
+	}
+	data = make([]byte, size)
+	var read int64
+	for round := 0; ; round++ {
+		n, err := io.ReadFull(f, data[read:])
+		read += int64(n)
+		switch {
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			// Truncated since the stat: keep only what was read.
+			short := make([]byte, read)
+			copy(short, data)
+			return short, false, nil
+		case err != nil:
+			return nil, false, err
+		}
+		var one [1]byte
+		if n, err := f.Read(one[:]); n == 0 {
+			if err == io.EOF {
+				return data, false, nil
+			}
+			return nil, false, err
+		}
+		// It grew since the stat.
+		if round == growthReads {
+			return data, false, nil
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, false, err
+		}
+		size = max(fi.Size(), read+1)
+		if size > limit {
+			return nil, true, nil
+		}
+		grown := make([]byte, size)
+		copy(grown, data)
+		grown[read] = one[0]
+		data, read = grown, read+1
+	}
 }
 
 // openBeneath opens name beneath the directory dir with flags, following

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
@@ -134,5 +135,73 @@ func TestCollectOutputsOddDirectoryName(t *testing.T) {
 	}
 	if len(files) != 1 || files[0].Path != "ok.txt" || dropped != 1 {
 		t.Errorf("got %d files, %d dropped; want ok.txt and 1 dropped", len(files), dropped)
+	}
+}
+
+// An output file is returned in a slice of exactly its size: no spare
+// capacity that the file store would not count.
+func TestCollectOutputsExactSize(t *testing.T) {
+	dir := t.TempDir()
+	sizes := map[string]int{"empty": 0, "small": 1000, "big": 3<<20 + 7}
+	for name, n := range sizes {
+		writeTree(t, dir, map[string]string{name: strings.Repeat("x", n)})
+	}
+	files, dropped, err := collectOutputs(dir, baseline{}, outputCaps{files: 10, bytes: 4 << 20})
+	if err != nil || len(files) != len(sizes) || dropped != 0 {
+		t.Fatalf("got %d files, %d dropped, %v; want %d, 0", len(files), dropped, err, len(sizes))
+	}
+	for _, f := range files {
+		if f.Data == nil || len(f.Data) != sizes[f.Path] || cap(f.Data) != len(f.Data) {
+			t.Errorf("%s: len %d, cap %d, nil %t; want len and cap %d, not nil", f.Path, len(f.Data), cap(f.Data), f.Data == nil, sizes[f.Path])
+		}
+	}
+}
+
+// readSized, given the size a file had at its stat, returns exactly what
+// the file holds when read: a file truncated since keeps only what was
+// read, one that grew since is read on, within the limit.
+func TestReadSized(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		has, stated int64 // the file's size when read, and at its stat
+		limit       int64
+		over        bool
+	}{
+		{"as stated", 1000, 1000, 1 << 20, false},
+		{"empty", 0, 0, 1 << 20, false},
+		{"truncated since", 10, 8 << 20, 16 << 20, false},
+		{"truncated to nothing", 0, 8 << 20, 16 << 20, false},
+		{"grew since", 300 << 10, 100, 1 << 20, false},
+		{"grew past the limit", 2000, 100, 1000, true},
+		{"over the limit as stated", 2000, 2000, 1000, true},
+		{"at the limit", 1000, 1000, 1000, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "f")
+			want := make([]byte, tc.has)
+			for i := range want {
+				want[i] = byte(i)
+			}
+			if err := os.WriteFile(p, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			data, over, err := readSized(f, tc.stated, tc.limit)
+			switch {
+			case err != nil:
+				t.Fatal(err)
+			case over != tc.over:
+				t.Fatalf("over %t; want %t", over, tc.over)
+			case over && data != nil:
+				t.Errorf("over the limit, %d bytes returned; want none", len(data))
+			case over:
+			case data == nil || !bytes.Equal(data, want) || cap(data) != len(data):
+				t.Errorf("got %d bytes (cap %d, nil %t); want the file's %d, cap %d, not nil", len(data), cap(data), data == nil, len(want), len(want))
+			}
+		})
 	}
 }
