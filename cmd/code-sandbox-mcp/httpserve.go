@@ -59,6 +59,11 @@ type httpSettings struct {
 	authFailed func(r *http.Request, reason string)
 	// grace is how long calls in flight may finish after SIGTERM.
 	grace time.Duration
+	// maxBody bounds a request's body to /mcp ([http]
+	// max_request_bytes); limits, if not nil, counts each initialize in
+	// its client's rate. serveHTTP sets both.
+	maxBody int64
+	limits  *clientlimit.Limiter
 }
 
 // resolveHTTP applies the flags over cfg's [http] table, loads the token
@@ -126,9 +131,9 @@ func principalOf(ctx context.Context) string {
 }
 
 // httpHandler routes /mcp to mcp, and GET /metrics to hs.tel's metrics
-// unless they have a listener of their own, through the Origin check
-// and, with tokens, the bearer check, and /healthz, which needs neither,
-// to the readiness of lx.
+// unless they have a listener of their own, through the Host and Origin
+// checks and, with tokens, the bearer check, and /healthz, which needs
+// none of them, to the readiness of lx.
 func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) error, logger *slog.Logger) http.Handler {
 	guard := func(h http.Handler) http.Handler {
 		if hs.tokens != nil {
@@ -140,7 +145,7 @@ func httpHandler(mcp http.Handler, hs httpSettings, ready func(context.Context) 
 				}
 			})
 		}
-		return httpauth.CheckOrigin(hs.origins, h)
+		return httpauth.CheckHost(httpauth.CheckOrigin(hs.origins, h))
 	}
 	health := &healthLog{logger: logger}
 	mux := http.NewServeMux()
@@ -243,13 +248,14 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	}
 	hs.authFailed = aud.authFailed
 	cl := clientLimits(cfg)
+	hs.maxBody, hs.limits = cfg.RequestBytes(), clientlimit.New(cl)
 	ec := aud.observe(hs.tel.hooks(execConfig(cfg, env, logger)))
 	ec.Sessions.MaxPerOwner = cfg.ClientSessions()
 	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst,
-		"per_client_sessions", ec.Sessions.MaxPerOwner)
+		"per_client_sessions", ec.Sessions.MaxPerOwner, "max_request_bytes", hs.maxBody)
 	err = serveMCP(ctx, cfg, connect(ec, logger), hs.tel, principalOf, hs.tokens.Len(), aud, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
-	}, server.WithToolHandlerMiddleware(clientlimit.New(cl).Middleware))
+	}, server.WithToolHandlerMiddleware(hs.limits.Middleware))
 	aud.shutdown(ctx, err)
 	return err
 }
@@ -289,13 +295,18 @@ func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, re
 	sessions := newMCPSessions()
 	mcp := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), server.WithStreamableHTTPLogger(logger),
 		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(mcpSessionIdle))
+	front := &mcpFront{mcp: mcp, limit: hs.maxBody, logger: logger}
+	if hs.limits != nil {
+		front.initialize = hs.limits.Initialize
+	}
+	sessions.forgotten = front.end
 	// A client's GET stream of server messages never goes idle, so
 	// Shutdown would wait the whole grace for it: streams end as soon as
 	// the shutdown begins. Calls in flight are POSTs and may finish.
 	streams, endStreams := context.WithCancel(context.Background())
 	defer endStreams()
 	srv := &http.Server{
-		Handler:           httpHandler(sessions.check(endOnShutdown(streams, mcp)), hs, ready, logger),
+		Handler:           httpHandler(sessions.check(endOnShutdown(streams, front)), hs, ready, logger),
 		ReadHeaderTimeout: readHeaderTimeout,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}

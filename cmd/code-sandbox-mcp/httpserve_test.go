@@ -130,7 +130,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 	served := make(chan error, 1)
 	go func() {
 		served <- serveListener(ctx, ln, server.NewMCPServer("test", "1"), func(context.Context) error { return nil },
-			httpSettings{loopback: true, grace: 20 * time.Second}, slog.New(slog.DiscardHandler))
+			httpSettings{loopback: true, grace: 20 * time.Second, maxBody: 1 << 20}, slog.New(slog.DiscardHandler))
 	}()
 	base := "http://" + ln.Addr().String() + "/mcp"
 	do := func(method, id, body string) *http.Response {
@@ -150,6 +150,9 @@ func TestShutdownEndsStreams(t *testing.T) {
 	initialized := do(http.MethodPost, "", initializeBody)
 	initialized.Body.Close()
 	id := initialized.Header.Get(server.HeaderKeySessionID)
+	if initialized.StatusCode != http.StatusOK || id == "" {
+		t.Fatalf("initialize: %d, session %q; want 200 and a session", initialized.StatusCode, id)
+	}
 	stream := do(http.MethodGet, id, "")
 	defer stream.Body.Close()
 	if stream.StatusCode != http.StatusOK {
@@ -170,5 +173,41 @@ func TestShutdownEndsStreams(t *testing.T) {
 	}
 	if _, err := io.ReadAll(stream.Body); err != nil {
 		t.Logf("the stream ended with %v", err)
+	}
+}
+
+// On loopback every endpoint but /healthz refuses a Host that is not
+// loopback (DNS rebinding): /mcp, and /metrics beside it.
+func TestHostCheckedButOnHealthz(t *testing.T) {
+	tel, err := newTelemetry(httpFlags{}, config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httpSettings{loopback: true, tel: tel}
+	mcp := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "mcp") })
+	ts := httptest.NewServer(httpHandler(mcp, hs, func(context.Context) error { return nil }, slog.New(slog.DiscardHandler)))
+	defer ts.Close()
+	for _, tc := range []struct {
+		path, host string
+		want       int
+	}{
+		{"/mcp", "", http.StatusOK},
+		{"/mcp", "evil.example", http.StatusForbidden},
+		{"/metrics", "", http.StatusOK},
+		{"/metrics", "evil.example:80", http.StatusForbidden},
+		{"/healthz", "evil.example", http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, ts.URL+tc.path, nil)
+		if tc.host != "" {
+			req.Host = tc.host
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.want {
+			t.Errorf("GET %s with Host %s: %d; want %d", tc.path, req.Host, resp.StatusCode, tc.want)
+		}
 	}
 }

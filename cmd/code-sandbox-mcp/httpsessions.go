@@ -34,11 +34,16 @@ const (
 // principal's, exactly as one naming an unknown id (404), so that it does
 // not learn the id exists. It is also mcp-go's SessionIdManagerResolver, so
 // that the ids mcp-go makes are recorded, and forgotten when mcp-go ends
-// them.
+// them; when it forgets an id of its own accord (past
+// mcpSessionsPerPrincipal) it calls forgotten, which makes mcp-go forget
+// it too.
 type mcpSessions struct {
 	mu     sync.Mutex
 	owner  map[string]string   // id → principal
 	byUser map[string][]string // principal → its ids, oldest first
+	// forgotten, if not nil, is called with each id add forgets, outside
+	// mu; it is set before the first request.
+	forgotten func(id string)
 }
 
 func newMCPSessions() *mcpSessions {
@@ -67,17 +72,26 @@ func (m *mcpSessions) owns(principal, id string) bool {
 }
 
 // add records a new id of principal, forgetting its oldest past the
-// bound.
+// bound, and telling forgotten of it.
 func (m *mcpSessions) add(principal, id string) {
+	if old := m.record(principal, id); old != "" && m.forgotten != nil {
+		m.forgotten(old)
+	}
+}
+
+// record is add under mu; it returns the id it forgot, "" if none.
+func (m *mcpSessions) record(principal, id string) (forgot string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	ids := append(m.byUser[principal], id)
 	if len(ids) > mcpSessionsPerPrincipal {
-		delete(m.owner, ids[0])
+		forgot = ids[0]
+		delete(m.owner, forgot)
 		ids = ids[1:]
 	}
 	m.byUser[principal] = ids
 	m.owner[id] = principal
+	return forgot
 }
 
 // remove forgets id.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,8 +18,8 @@ import (
 )
 
 // mcpSessionsServer serves a real mcp-go streamable HTTP server behind the
-// token check and mcpSessions, as serveListener does, with tokens for
-// alice and bob.
+// token check, mcpSessions and mcpFront, as serveListener does, with
+// tokens for alice and bob.
 func mcpSessionsServer(t *testing.T) (*httptest.Server, map[string]string) {
 	t.Helper()
 	toks := map[string]string{"alice": httpauth.NewToken(), "bob": httpauth.NewToken()}
@@ -34,7 +35,9 @@ func mcpSessionsServer(t *testing.T) (*httptest.Server, map[string]string) {
 	sessions := newMCPSessions()
 	mcp := server.NewStreamableHTTPServer(server.NewMCPServer("test", "1"), server.WithEndpointPath("/mcp"),
 		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(mcpSessionIdle))
-	ts := httptest.NewServer(httpauth.Require(tokens, sessions.check(mcp), nil))
+	front := &mcpFront{mcp: mcp, limit: 1 << 20, logger: slog.New(slog.DiscardHandler)}
+	sessions.forgotten = front.end
+	ts := httptest.NewServer(httpauth.Require(tokens, sessions.check(front), nil))
 	t.Cleanup(ts.Close)
 	return ts, toks
 }
@@ -105,6 +108,9 @@ func TestMCPSessionsBelongToTheirPrincipal(t *testing.T) {
 	// Bob's DELETE did not end it.
 	if code, _, body := mcpRequest(t, ts, http.MethodPost, tok["alice"], alice, pingBody); code != http.StatusOK {
 		t.Fatalf("alice's ping after bob's DELETE: %d %s", code, body)
+	}
+	if code, _, body := mcpRequest(t, ts, http.MethodHead, tok["alice"], alice, ""); code != http.StatusOK {
+		t.Fatalf("alice's HEAD: %d %s", code, body)
 	}
 	if code, _, body := mcpRequest(t, ts, http.MethodDelete, tok["alice"], alice, ""); code != http.StatusOK {
 		t.Fatalf("alice's DELETE: %d %s", code, body)

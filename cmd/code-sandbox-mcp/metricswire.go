@@ -137,7 +137,7 @@ func (t *telemetry) serve(logger *slog.Logger) (stop func(), err error) {
 		})
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", httpauth.CheckOrigin(t.origins, h))
+	mux.Handle("GET /metrics", httpauth.CheckHost(httpauth.CheckOrigin(t.origins, h)))
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: readHeaderTimeout,

@@ -177,3 +177,34 @@ func TestMetricsListener(t *testing.T) {
 		t.Errorf("the listener still answers after stop")
 	}
 }
+
+// The listener of its own refuses, on loopback, a Host that is not
+// loopback (DNS rebinding), as /metrics beside /mcp does.
+func TestMetricsListenerChecksHost(t *testing.T) {
+	tel, err := newTelemetry(httpFlags{metricsAddr: "127.0.0.1:0"}, config.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	stop, err := tel.serve(slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	m := regexp.MustCompile(`msg="serving metrics" listen=(\S+)`).FindStringSubmatch(logs.String())
+	if m == nil {
+		t.Fatalf("no listen address in the log: %s", logs.String())
+	}
+	for host, want := range map[string]int{m[1]: http.StatusOK, "localhost": http.StatusOK, "evil.example:" + strings.Split(m[1], ":")[1]: http.StatusForbidden} {
+		req, _ := http.NewRequest("GET", "http://"+m[1]+"/metrics", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("a scrape with Host %s: %d; want %d", host, resp.StatusCode, want)
+		}
+	}
+}
