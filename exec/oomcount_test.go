@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -46,6 +47,36 @@ func TestExplainReadsTheCgroupsOOMCount(t *testing.T) {
 		if res.OOMKilled != (kills > 0) || res.Signal != "SIGKILL" {
 			t.Errorf("%d kills counted: got OOMKilled %v, signal %q; want %v, SIGKILL", kills, res.OOMKilled, res.Signal, kills > 0)
 		}
+	}
+}
+
+// In a session, kills told before the cell (oomsTold) are not the
+// interpreter's: an exit after them is an exit, though the OOM event
+// came, and a kill past them is an OOM kill.
+func TestExplainLeavesOutKillsTold(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		counted, told uint64
+		code          uint32
+		want          bool
+	}{
+		{"an exit after a kill told", 1, 1, 4, false},
+		{"a kill past those told", 2, 1, 4, true},
+		{"no kill told, the event came", 1, 0, 4, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "memory.events"), fmt.Appendf(nil, "oom 1\noom_kill %d\n", tc.counted), 0o644)
+			oom := make(chan struct{})
+			close(oom) // the event of the first kill
+			s := &sandbox{oom: oom, memCgroup: dir}
+			s.oomsTold.Store(tc.told)
+			res := &Result{ExitCode: int(tc.code)}
+			s.explain(res, tc.code)
+			if res.OOMKilled != tc.want {
+				t.Errorf("%d kills counted, %d told, status %d: got OOMKilled %v; want %v", tc.counted, tc.told, tc.code, res.OOMKilled, tc.want)
+			}
+		})
 	}
 }
 

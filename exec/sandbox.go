@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -43,6 +44,11 @@ type sandbox struct {
 	stopOOM   func()
 	exit      *exitInfo // how the kernel says its process ended
 	memCgroup string    // host directory of its memory cgroup; "" if unknown
+	// oomsTold counts the OOM kills in its memory cgroup that are not its
+	// process's to explain: in a session, those before the cell now
+	// running, which a result told of or will (see runInSession). Zero
+	// for a one-shot sandbox.
+	oomsTold atomic.Uint64
 
 	// start is the waiting process's standard input when the task was
 	// started ahead (on the stub, or warm); nil when Start runs the
@@ -422,19 +428,22 @@ func (s *sandbox) explain(res *Result, code uint32) {
 		}
 	}
 	// The OOM event may come late, or not at all from a shim that goes
-	// away first; the cgroup's own count of OOM kills says for sure.
-	if isClosed(s.oom) || s.oomCounted() {
+	// away first; the cgroup's own count of OOM kills says for sure. The
+	// event tells of any kill in the sandbox, so once kills are told
+	// apart (a session's earlier ones) only the count can.
+	told := s.oomsTold.Load()
+	if (told == 0 && isClosed(s.oom)) || s.oomCounted(told) {
 		res.OOMKilled = true
 		res.Signal = signalName(syscall.SIGKILL)
 		res.SignalUnknown = false
 	}
 }
 
-// oomCounted reports whether the sandbox's memory cgroup counted an OOM
-// kill.
-func (s *sandbox) oomCounted() bool {
+// oomCounted reports whether the sandbox's memory cgroup counted more
+// than told OOM kills.
+func (s *sandbox) oomCounted(told uint64) bool {
 	n, ok := oomKills(s.memCgroup)
-	return ok && n > 0
+	return ok && n > told
 }
 
 // startTask starts a task created and not started, boundedly.

@@ -82,6 +82,13 @@ type SessionResult struct {
 	// crashed, exited, ran out of memory, or ignored its interrupt); ""
 	// if it lives on.
 	Ended string
+	// BackgroundOOMKills counts the processes that the kernel's OOM
+	// killer killed in the session's sandbox after its previous result
+	// (a call cancelled has none) and before this cell began: processes
+	// an earlier cell left running, killed while no cell ran; the
+	// interpreter was not among them, or the session would have ended
+	// then. A kill while the cell ran is the cell's (Result.OOMKilled).
+	BackgroundOOMKills int
 }
 
 // ErrNoSession marks a call naming a session that does not exist for its
@@ -365,7 +372,19 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	}
 	// The OOM killer may kill a process the cell started and leave the
 	// driver alive: the cell's result says so, as a one-shot run's does.
+	// Kills since the previous result, before the cell, are told apart:
+	// the sandbox's explain no longer counts them, and if this call
+	// returns no result the next one tells of them.
+	told := ss.sb.oomsTold.Load()
 	ooms, _ := oomKills(ss.sb.memCgroup)
+	ooms = max(ooms, told)
+	ss.sb.oomsTold.Store(ooms)
+	reported := false
+	defer func() {
+		if !reported {
+			ss.sb.oomsTold.Store(told)
+		}
+	}()
 	start := time.Now()
 	n := ss.count()
 	c, err := ss.cell(ctx, req.Code, n, timeout)
@@ -395,7 +414,8 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	}
 	// Read while the cgroup exists: a session that must end is ended
 	// below.
-	if now, ok := oomKills(ss.sb.memCgroup); ok && now > ooms {
+	now, ok := oomKills(ss.sb.memCgroup)
+	if ok && now > ooms {
 		res.OOMKilled = true
 	}
 	if c.ended == "" {
@@ -406,7 +426,12 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		}
 		res.Files, res.FilesDropped = files, dropped
 	}
-	res.Session = &SessionResult{ID: ss.id, ExecutionCount: n, Interrupted: c.interrupted && c.ended == "", Ended: c.ended}
+	ss.sb.oomsTold.Store(max(now, ooms))
+	reported = true
+	res.Session = &SessionResult{
+		ID: ss.id, ExecutionCount: n, Interrupted: c.interrupted && c.ended == "", Ended: c.ended,
+		BackgroundOOMKills: int(ooms - told),
+	}
 	if c.ended != "" {
 		ss.end(c.ended)
 		res.Session.ExpiresAt = time.Now() // it has ended
