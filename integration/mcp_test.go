@@ -227,10 +227,11 @@ type toolResult struct {
 		} `json:"files"`
 		FilesDropped int `json:"files_dropped"`
 		// A run in a session adds these.
-		SessionID      string `json:"session_id"`
-		ExecutionCount int    `json:"execution_count"`
-		ExpiresAt      string `json:"expires_at"`
-		SessionEnded   string `json:"session_ended"`
+		SessionID          string `json:"session_id"`
+		ExecutionCount     int    `json:"execution_count"`
+		ExpiresAt          string `json:"expires_at"`
+		SessionEnded       string `json:"session_ended"`
+		BackgroundOOMKills int    `json:"background_oom_kills"`
 	}
 	hasOut bool
 	// images and links are the blocks after the text: the output files.

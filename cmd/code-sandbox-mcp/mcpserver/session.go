@@ -172,6 +172,8 @@ type sessionRun struct {
 	ExecutionCount int    `json:"execution_count"`
 	ExpiresAt      string `json:"expires_at"`
 	SessionEnded   string `json:"session_ended"`
+	// BackgroundOOMKills is exec.SessionResult.BackgroundOOMKills.
+	BackgroundOOMKills int `json:"background_oom_kills"`
 }
 
 // sessionRunProperties are the properties of sessionRun, added to
@@ -180,7 +182,8 @@ const sessionRunProperties = `{
   "session_id": {"type": "string", "description": "The session the code ran in; absent for a run in a fresh sandbox."},
   "execution_count": {"type": "integer", "minimum": 0, "description": "The cell's number in its session."},
   "expires_at": {"type": "string", "format": "date-time", "description": "When the session ends unless used again (RFC 3339)."},
-  "session_ended": {"type": "string", "description": "Why the session ended with this call; empty while it lives on."}
+  "session_ended": {"type": "string", "description": "Why the session ended with this call; empty while it lives on."},
+  "background_oom_kills": {"type": "integer", "minimum": 0, "description": "Processes in the session's sandbox that the kernel killed for running out of memory since the previous cell, before this one began: processes an earlier cell left running in the background."}
 }`
 
 // sessionOutputSchema is outputSchema with sessionRun's properties.
@@ -210,10 +213,11 @@ func newSessionRun(r *exec.Result) *sessionRun {
 		return nil
 	}
 	return &sessionRun{
-		SessionID:      r.Session.ID,
-		ExecutionCount: r.Session.ExecutionCount,
-		ExpiresAt:      rfc3339(r.Session.ExpiresAt),
-		SessionEnded:   r.Session.Ended,
+		SessionID:          r.Session.ID,
+		ExecutionCount:     r.Session.ExecutionCount,
+		ExpiresAt:          rfc3339(r.Session.ExpiresAt),
+		SessionEnded:       r.Session.Ended,
+		BackgroundOOMKills: r.Session.BackgroundOOMKills,
 	}
 }
 
@@ -224,6 +228,26 @@ func sessionLine(r *exec.Result) string {
 		return ""
 	}
 	return fmt.Sprintf("Session %s has ended: %s. Its state is gone; %s starts a new one.", r.Session.ID, r.Session.Ended, createSessionTool)
+}
+
+// backgroundOOMLine is the text's line on the processes that the kernel
+// killed for their memory in a session's sandbox while no cell ran
+// (exec.SessionResult.BackgroundOOMKills); "" if it killed none. lim are
+// the session's language's limits.
+func backgroundOOMLine(r *exec.Result, lim config.Limits) string {
+	if r.Session == nil || r.Session.BackgroundOOMKills == 0 {
+		return ""
+	}
+	what, left := "1 process", "a process that an earlier cell left running in the background is gone"
+	if n := r.Session.BackgroundOOMKills; n > 1 {
+		what, left = fmt.Sprintf("%d processes", n), "processes that earlier cells left running in the background are gone"
+	}
+	line := fmt.Sprintf("Since the previous cell, the kernel killed %s in this session's sandbox for running out of memory (limit %s): %s",
+		what, config.Size(lim.MemoryBytes), left)
+	if r.Session.Ended != "" {
+		return line + "."
+	}
+	return line + "; the interpreter and its state remain."
 }
 
 // rfc3339 writes t as RFC 3339, in UTC to the second.

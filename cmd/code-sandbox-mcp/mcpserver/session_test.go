@@ -410,6 +410,12 @@ func TestSessionResultText(t *testing.T) {
 			"--- killed: out of memory (limit 512MiB); 0.00s ---\nSession s1 has ended: out of memory. Its state is gone; create_session starts a new one."},
 		{"exit", exec.Result{Stdout: []byte("bye"), Session: &exec.SessionResult{ID: "s1", Ended: "the interpreter exited"}},
 			"bye\nSession s1 has ended: the interpreter exited. Its state is gone; create_session starts a new one."},
+		{"a background process killed for its memory", exec.Result{Stdout: []byte("42\n"), Session: &exec.SessionResult{ID: "s1", BackgroundOOMKills: 1}},
+			"42\nSince the previous cell, the kernel killed 1 process in this session's sandbox for running out of memory (limit 512MiB): a process that an earlier cell left running in the background is gone; the interpreter and its state remain."},
+		{"two, and no output", exec.Result{Session: &exec.SessionResult{ID: "s1", BackgroundOOMKills: 2}},
+			"(The cell finished without output; session s1 keeps its state.)\nSince the previous cell, the kernel killed 2 processes in this session's sandbox for running out of memory (limit 512MiB): processes that earlier cells left running in the background are gone; the interpreter and its state remain."},
+		{"one, and the session ended", exec.Result{ExitCode: 4, Session: &exec.SessionResult{ID: "s1", BackgroundOOMKills: 1, Ended: "the interpreter exited with status 4"}},
+			"--- exit code 4; 0.00s ---\nSince the previous cell, the kernel killed 1 process in this session's sandbox for running out of memory (limit 512MiB): a process that an earlier cell left running in the background is gone.\nSession s1 has ended: the interpreter exited with status 4. Its state is gone; create_session starts a new one."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := resultText(&tc.r, lim, ""); got != tc.want {
@@ -424,7 +430,7 @@ func TestSessionResultText(t *testing.T) {
 func TestSessionResultSchema(t *testing.T) {
 	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
 		return &exec.Result{Language: req.Language, ExitCode: -1, OOMKilled: true, Files: []exec.File{{Path: "a.txt", Data: []byte("a")}},
-			Session: &exec.SessionResult{ID: req.Session, ExecutionCount: 1, ExpiresAt: time.Unix(0, 0), Ended: "out of memory"}}, nil
+			Session: &exec.SessionResult{ID: req.Session, ExecutionCount: 1, ExpiresAt: time.Unix(0, 0), Ended: "out of memory", BackgroundOOMKills: 1}}, nil
 	}
 	c := connect(t, newSessionServer(t, config.Default().Enabled(), run, &fakeSessions{limits: defaultSessionLimits()}, nil), nil)
 	res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "x", "session_id": "s1"}}})
@@ -436,7 +442,8 @@ func TestSessionResultSchema(t *testing.T) {
 		t.Errorf("result %q, isError %v", text, res.IsError)
 	}
 	data, _ := json.Marshal(res.StructuredContent)
-	if !strings.Contains(string(data), `"session_ended":"out of memory"`) || !strings.Contains(string(data), `"expires_at":"1970-01-01T00:00:00Z"`) {
+	if !strings.Contains(string(data), `"session_ended":"out of memory"`) || !strings.Contains(string(data), `"expires_at":"1970-01-01T00:00:00Z"`) ||
+		!strings.Contains(string(data), `"background_oom_kills":1`) {
 		t.Errorf("structuredContent %s", data)
 	}
 }

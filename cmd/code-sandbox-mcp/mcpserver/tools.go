@@ -374,11 +374,13 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention) *mcp.CallTool
 
 // resultText is what the model reads: on a clean run with nothing on
 // stderr exactly the program's stdout; otherwise stdout, then stderr
-// under a label, then one status line. filesLine, if not "", is the next
-// line, and for a run whose session ended a line saying so the last.
+// under a label, then one status line. Next come, each on a line of its
+// own where it applies: in a session, the processes the kernel killed for
+// their memory while no cell ran; filesLine, if not ""; and for a run
+// whose session ended, a line saying so.
 func resultText(r *exec.Result, lim config.Limits, filesLine string) string {
 	text := outputText(r, lim, filesLine == "")
-	for _, line := range []string{filesLine, sessionLine(r)} {
+	for _, line := range []string{backgroundOOMLine(r, lim), filesLine, sessionLine(r)} {
 		switch {
 		case line == "":
 		case text == "" || strings.HasSuffix(text, "\n"):
