@@ -514,11 +514,11 @@ func readSized(f *os.File, size, limit int64) (data []byte, over bool, err error
 			return nil, false, err
 		}
 		var one [1]byte
-		if n, err := f.Read(one[:]); n == 0 {
-			if err == io.EOF {
-				return data, false, nil
-			}
+		switch n, err := f.Read(one[:]); {
+		case n == 0 && err != nil && err != io.EOF:
 			return nil, false, err
+		case n == 0:
+			return data, false, nil
 		}
 		// It grew since the stat.
 		if round == growthReads {
