@@ -115,11 +115,12 @@ func (l *Listener) Open() int {
 func (l *Listener) take(addr netip.Addr) (reason string, max int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	// A client past its own bound is told so, whatever the total.
 	switch {
-	case l.c.Max > 0 && l.open >= l.c.Max:
-		return ReasonTotal, l.c.Max
 	case l.c.PerClient > 0 && l.perAddr[addr] >= l.c.PerClient:
 		return ReasonPerClient, l.c.PerClient
+	case l.c.Max > 0 && l.open >= l.c.Max:
+		return ReasonTotal, l.c.Max
 	}
 	l.open++
 	l.perAddr[addr]++

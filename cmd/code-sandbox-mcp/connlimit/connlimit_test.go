@@ -147,6 +147,22 @@ func TestListenerBounds(t *testing.T) {
 	}
 }
 
+// A client past its own bound is told so, though the total is reached
+// too: closing one of its own is what it can do.
+func TestListenerTellsAClientOfItsOwnBoundFirst(t *testing.T) {
+	s := listen(t, Config{Max: 2, PerClient: 2, PlainHTTP: true})
+	for range 2 {
+		s.dial(t, "127.0.0.1")
+		s.accept(t)
+	}
+	if got := refusedWith(t, s.dial(t, "127.0.0.1")); !strings.Contains(got, "from your address") {
+		t.Errorf("a client past both bounds was told %q; want its own bound", got)
+	}
+	if got := strings.Join(s.reasons(), " "); got != ReasonPerClient {
+		t.Errorf("refusals counted: %s; want %s", got, ReasonPerClient)
+	}
+}
+
 func TestListenerNoBounds(t *testing.T) {
 	s := listen(t, Config{})
 	for range 20 {
