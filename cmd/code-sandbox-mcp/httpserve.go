@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/clientlimit"
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/connlimit"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
@@ -30,7 +31,8 @@ const (
 	// healthTimeout bounds one /healthz check.
 	healthTimeout = 5 * time.Second
 	// readHeaderTimeout bounds how long a client may take to send a
-	// request's headers.
+	// request's headers, unless [http] read_timeout, the bound of the
+	// whole request, is shorter.
 	readHeaderTimeout = 10 * time.Second
 )
 
@@ -59,6 +61,8 @@ type httpSettings struct {
 	authFailed func(r *http.Request, reason string)
 	// grace is how long calls in flight may finish after SIGTERM.
 	grace time.Duration
+	// conns are [http]'s bounds on the listener's connections.
+	conns connBounds
 	// maxBody bounds a request's body to /mcp ([http]
 	// max_request_bytes); limits, if not nil, counts each initialize in
 	// its client's rate. serveHTTP sets both.
@@ -70,7 +74,7 @@ type httpSettings struct {
 // file and checks what is not allowed: a listener beyond loopback without
 // tokens, half a TLS pair, an origin that is not one.
 func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
-	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, grace: f.grace}
+	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, grace: f.grace, conns: connBoundsOf(cfg.HTTP)}
 	if hs.grace < 0 {
 		return hs, fmt.Errorf("--shutdown-grace %s: want a duration of 0 or more, such as 30s", hs.grace)
 	}
@@ -307,11 +311,17 @@ func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, re
 	defer endStreams()
 	srv := &http.Server{
 		Handler:           httpHandler(sessions.check(endOnShutdown(streams, front)), hs, ready, logger),
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: hs.conns.readHeaderTimeout(),
+		ReadTimeout:       hs.conns.read,
+		IdleTimeout:       hs.conns.idle,
+		HTTP2:             &http.HTTP2Config{WriteByteTimeout: hs.conns.write},
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	// Outermost, so that every write of every handler has its bound.
+	srv.Handler = connlimit.PerWrite(srv.Handler, hs.conns.write)
 	srv.RegisterOnShutdown(endStreams)
 	useTLS := hs.tlsCert != ""
+	ln = hs.conns.listen(ln, !useTLS, hs.tel, logger)
 	if !hs.loopback && !useTLS {
 		logger.Warn("serving HTTP beyond loopback without TLS: tokens and code cross the network in clear; give --tls-cert and --tls-key, or put a TLS proxy in front")
 	}

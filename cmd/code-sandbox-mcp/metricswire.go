@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/connlimit"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/metrics"
@@ -33,6 +34,8 @@ type telemetry struct {
 	// tokens are asked of a scraper on addr; nil: none.
 	tokens  *httpauth.Tokens
 	origins []string
+	// conns are [http]'s bounds on addr's connections.
+	conns connBounds
 	// lx is the executor the pool and session gauges read, once
 	// serveMCP has made it.
 	lx atomic.Pointer[lazyExecutor]
@@ -42,7 +45,7 @@ type telemetry struct {
 // the flags (over [http]) say to serve them: a listener of its own beyond
 // loopback must ask for tokens, as --http must.
 func newTelemetry(f httpFlags, cfg *config.Config) (*telemetry, error) {
-	t := &telemetry{addr: cfg.HTTP.MetricsAddr}
+	t := &telemetry{addr: cfg.HTTP.MetricsAddr, conns: connBoundsOf(cfg.HTTP)}
 	t.m = metrics.New(version, cfg.Names(), t.source)
 	if f.metricsAddr != "" {
 		t.addr = f.metricsAddr
@@ -108,6 +111,20 @@ func (t *telemetry) authFailed(reason string) {
 	}
 }
 
+// connRefused counts a connection refused by a listener's connBounds,
+// by its reason.
+func (t *telemetry) connRefused(reason string) {
+	if t == nil {
+		return
+	}
+	switch reason {
+	case connlimit.ReasonTotal:
+		t.m.ConnRefused(metrics.ConnMaxTotal)
+	case connlimit.ReasonPerClient:
+		t.m.ConnRefused(metrics.ConnMaxPerClient)
+	}
+}
+
 // besideMCP returns the /metrics handler to serve beside /mcp, or nil if
 // /metrics has a listener of its own (or there are no metrics).
 func (t *telemetry) besideMCP() http.Handler {
@@ -140,9 +157,13 @@ func (t *telemetry) serve(logger *slog.Logger) (stop func(), err error) {
 	mux.Handle("GET /metrics", httpauth.CheckHost(httpauth.CheckOrigin(t.origins, h)))
 	srv := &http.Server{
 		Handler:           mux,
-		ReadHeaderTimeout: readHeaderTimeout,
+		ReadHeaderTimeout: t.conns.readHeaderTimeout(),
+		ReadTimeout:       t.conns.read,
+		IdleTimeout:       t.conns.idle,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 	}
+	srv.Handler = connlimit.PerWrite(srv.Handler, t.conns.write)
+	ln = t.conns.listen(ln, true, t, logger)
 	if !t.loopback {
 		logger.Warn("serving metrics beyond loopback over plain HTTP: the scraper's token crosses the network in clear; put a TLS proxy in front, or listen on 127.0.0.1")
 	}
