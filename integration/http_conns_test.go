@@ -1,0 +1,554 @@
+package integration
+
+// Issue 23's bounds on connections, through the real binary: a kept-alive
+// connection closed after idle_timeout, a body trickled in cut at
+// read_timeout, a client that does not read its answer cut within about
+// write_timeout while a long call and a quiet stream are not (over
+// HTTP/1.1 and HTTP/2), and a connection past max_connections_per_client
+// or max_connections closed at once, counted and logged at a bounded rate.
+
+import (
+	"bufio"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// The bounds of these tests, small so that each shows in seconds.
+const (
+	connIdle  = 2 * time.Second
+	connRead  = 3 * time.Second
+	connWrite = 2 * time.Second
+	// connTimeouts is the [http] table of connIdle, connRead and
+	// connWrite; connBigOutput lets a program print what fills a client's
+	// buffers many times over.
+	connTimeouts  = "[http]\nidle_timeout = \"2s\"\nread_timeout = \"3s\"\nwrite_timeout = \"2s\"\n"
+	connBigOutput = "[limits]\noutput_bytes = \"16MiB\"\n"
+	// printBig prints 12 MB: its answer is at least that, where the
+	// kernel buffers of a loopback connection whose client does not read
+	// hold a few MiB at most.
+	printBig = "import sys; sys.stdout.write('x' * 12_000_000)"
+)
+
+// openFDs counts the file descriptors the process pid has open.
+func openFDs(t *testing.T, pid int) int {
+	t.Helper()
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(fds)
+}
+
+// serverConns counts the connections s holds open on its port: those of
+// /proc/net/tcp whose local end is s's and whose state is ESTABLISHED or
+// CLOSE_WAIT (the client has closed, the server not yet). A connection
+// the server has closed is in neither.
+func (s *httpServer) serverConns(t *testing.T) int {
+	t.Helper()
+	_, port, err := net.SplitHostPort(s.hostPort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p int
+	fmt.Sscan(port, &p)
+	local := fmt.Sprintf("0100007F:%04X", p)
+	n := 0
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[1] == local && (f[3] == "01" || f[3] == "08") {
+			n++
+		}
+	}
+	return n
+}
+
+// hostPort is s's address, HOST:PORT.
+func (s *httpServer) hostPort() string {
+	_, hp, _ := strings.Cut(s.base, "://")
+	return hp
+}
+
+// dialFrom connects to s from the loopback address from (127.0.0.X),
+// with a receive buffer of a few KiB if small (so that an answer the
+// test does not read fills it at once; the kernel would otherwise grow
+// it to tens of MiB).
+func dialFrom(t *testing.T, s *httpServer, from string, small bool) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: 5 * time.Second}
+	if small {
+		d.Control = func(_, _ string, rc syscall.RawConn) error {
+			var err error
+			if cerr := rc.Control(func(fd uintptr) {
+				err = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4096)
+			}); cerr != nil {
+				return cerr
+			}
+			return err
+		}
+	}
+	c, err := d.Dial("tcp", s.hostPort())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// healthz sends GET /healthz on c and reads the answer from r, which
+// must keep the connection open.
+func healthz(t *testing.T, s *httpServer, c net.Conn, r *bufio.Reader) {
+	t.Helper()
+	fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", s.hostPort())
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatalf("GET /healthz: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.Close {
+		t.Fatalf("GET /healthz: %s with Connection: close; want the connection kept alive", resp.Status)
+	}
+	c.SetReadDeadline(time.Time{})
+}
+
+// closedBy waits up to d for the server to close c (read EOF or reset),
+// and returns what it read and how long it waited.
+func closedBy(t *testing.T, r io.Reader, c net.Conn, d time.Duration) ([]byte, time.Duration, error) {
+	t.Helper()
+	start := time.Now()
+	c.SetReadDeadline(start.Add(d))
+	b, err := io.ReadAll(r)
+	if errors.Is(err, syscall.ECONNRESET) {
+		err = nil
+	}
+	return b, time.Since(start), err
+}
+
+// initialized is a session of s, initialized, for raw requests.
+func initialized(t *testing.T, s *httpServer) string {
+	t.Helper()
+	r := &rawHTTP{s: s}
+	r.send(t, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"conns","version":"1"}}}`)
+	r.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if r.session == "" {
+		t.Fatal("initialize answered no Mcp-Session-Id")
+	}
+	return r.session
+}
+
+// writeFailed matches mcp-go's log line of a response it could not write.
+var writeFailed = regexp.MustCompile(`msg="Failed to write[^"]*" err=.*`)
+
+func TestHTTPConnectionTimeouts(t *testing.T) {
+	// Without pools, sandboxes live only while they run, so that the
+	// server's goroutines and files are the same before and after.
+	s := startHTTP(t, serverSpec{config: connTimeouts + connBigOutput + noPools})
+	pid := s.cmd.Process.Pid
+	goroutines := func() float64 {
+		return getMetrics(t, s.base+"/metrics", "").value(t, "go_goroutines")
+	}
+	// A first run connects the server to containerd.
+	if err := runsFortyTwo(t, s); err != nil {
+		t.Fatal(err)
+	}
+	if !waitFor(connIdle+5*time.Second, func() bool { return s.serverConns(t) == 0 }) {
+		t.Fatalf("the server holds %d connections %s after its first run", s.serverConns(t), connIdle+5*time.Second)
+	}
+	startFDs := openFDs(t, pid)
+	startGoroutines := goroutines()
+
+	t.Run("idle connections are closed", func(t *testing.T) {
+		type idle struct {
+			c net.Conn
+			r *bufio.Reader
+		}
+		var conns []idle
+		for range 20 {
+			c := dialFrom(t, s, "127.0.0.1", false)
+			r := bufio.NewReader(c)
+			healthz(t, s, c, r)
+			conns = append(conns, idle{c, r})
+		}
+		if n := s.serverConns(t); n < 20 {
+			t.Errorf("the server holds %d connections; want the test's 20 (and the scrape's)", n)
+		}
+		start := time.Now()
+		for i, ic := range conns {
+			b, _, err := closedBy(t, ic.r, ic.c, connIdle+6*time.Second)
+			if err != nil || len(b) != 0 {
+				t.Fatalf("idle connection %d: read %q, %v after %s; want EOF: the server closes it after idle_timeout (%s)",
+					i, b, err, time.Since(start).Round(time.Millisecond), connIdle)
+			}
+		}
+		took := time.Since(start)
+		t.Logf("20 idle connections closed by the server within %s of the last answer", took.Round(time.Millisecond))
+		if took > connIdle+3*time.Second {
+			t.Errorf("the idle connections were closed after %s; want about idle_timeout (%s)", took, connIdle)
+		}
+		if n := s.serverConns(t); n > 1 {
+			t.Errorf("the server holds %d connections once the 20 are closed; want none but the scrape's", n)
+		}
+	})
+
+	t.Run("a slow body is cut", func(t *testing.T) {
+		c := dialFrom(t, s, "127.0.0.1", false)
+		start := time.Now()
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n{", s.hostPort())
+		trickled := make(chan int, 1)
+		go func() {
+			n := 0
+			for tick := time.NewTicker(time.Second); ; <-tick.C {
+				if _, err := c.Write([]byte(" ")); err != nil {
+					tick.Stop()
+					trickled <- n
+					return
+				}
+				n++
+			}
+		}()
+		b, _, err := closedBy(t, c, c, connRead+10*time.Second)
+		took := time.Since(start)
+		if err != nil {
+			t.Fatalf("a body trickled at a byte a second: read %q, %v after %s; want the connection closed at read_timeout (%s)", b, err, took.Round(time.Millisecond), connRead)
+		}
+		c.Close()
+		t.Logf("the body was cut after %s, %d bytes in; the server said %q", took.Round(time.Millisecond), <-trickled, b)
+		if took > connRead+2*time.Second {
+			t.Errorf("the slow body was cut after %s; want about read_timeout (%s)", took, connRead)
+		}
+	})
+
+	t.Run("a client that does not read is cut", func(t *testing.T) {
+		id := initialized(t, s)
+		before := len(writeFailed.FindAllString(s.stderr.String(), -1))
+		c := dialFrom(t, s, "127.0.0.1", true)
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":%q}}}`, printBig)
+		fmt.Fprintf(c, "POST /mcp HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+			"Mcp-Session-Id: %s\r\nMcp-Protocol-Version: 2025-06-18\r\nContent-Length: %d\r\n\r\n%s", s.hostPort(), id, len(body), body)
+		r := bufio.NewReader(c)
+		c.SetReadDeadline(time.Now().Add(60 * time.Second))
+		resp, err := http.ReadResponse(r, nil)
+		if err != nil {
+			t.Fatalf("the call's answer: %v", err)
+		}
+		// The answer has begun; from here the test reads nothing.
+		start := time.Now()
+		var line string
+		if !waitFor(connWrite+15*time.Second, func() bool {
+			all := writeFailed.FindAllString(s.stderr.String(), -1)
+			if len(all) > before {
+				line = all[before]
+				return true
+			}
+			return false
+		}) {
+			t.Fatalf("%s after the answer began, the server still writes to a client that does not read it; want the write cut at write_timeout (%s)",
+				time.Since(start).Round(time.Millisecond), connWrite)
+		}
+		took := time.Since(start)
+		t.Logf("the write was cut after %s: %s", took.Round(time.Millisecond), line)
+		if took > connWrite+3*time.Second {
+			t.Errorf("the write to a client that does not read was cut after %s; want about write_timeout (%s)", took, connWrite)
+		}
+		// What was sent before the cut arrives, then the end: the answer is
+		// cut short.
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := io.Copy(io.Discard, resp.Body)
+		if err == nil || n >= 12_000_000 {
+			t.Errorf("read %d bytes of the answer, then %v; want it cut short", n, err)
+		}
+	})
+
+	t.Run("a long call whose client reads completes", func(t *testing.T) {
+		cl := s.connect(t, "")
+		start := time.Now()
+		res, err := cl.CallTool(testContext(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code",
+			Arguments: code("import time; time.sleep(8); print('done')")}})
+		if err != nil {
+			t.Fatalf("a call of 8s with read_timeout %s and write_timeout %s: %v", connRead, connWrite, err)
+		}
+		if r := decodeResult(t, res); r.isError || r.out.Stdout != "done\n" {
+			t.Errorf("the long call: %q %+v; want done", r.text, r.out)
+		}
+		t.Logf("the long call took %s", time.Since(start).Round(time.Millisecond))
+	})
+
+	t.Run("the server still serves", func(t *testing.T) {
+		cl := s.connect(t, "")
+		res, err := cl.CallTool(testContext(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: code("print(6*7)")}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := decodeResult(t, res); r.isError || r.out.Stdout != "42\n" {
+			t.Errorf("a run after the others: %q %+v; want 42", r.text, r.out)
+		}
+		cl.Close()
+		// The test's own keep-alive connections end within idle_timeout.
+		if !waitFor(connIdle+5*time.Second, func() bool { return s.serverConns(t) == 0 }) {
+			t.Errorf("the server holds %d connections %s after the tests; want none", s.serverConns(t), connIdle+5*time.Second)
+		}
+		fds := openFDs(t, pid)
+		if fds > startFDs+4 {
+			t.Errorf("the server has %d files open after the tests; want about the %d it had at the start", fds, startFDs)
+		}
+		if g := goroutines(); g > startGoroutines+10 {
+			t.Errorf("the server has %.0f goroutines after the tests; want about the %.0f it had at the start", g, startGoroutines)
+		} else {
+			t.Logf("goroutines: %.0f at the start, %.0f after; files open: %d, %d", startGoroutines, g, startFDs, fds)
+		}
+	})
+
+	// Last: the server's shutdown ends the stream.
+	t.Run("a quiet stream outlives read_timeout and write_timeout", func(t *testing.T) {
+		quietStream(t, s, s.client, "HTTP/1.1")
+	})
+}
+
+// quietStream opens a GET stream of a new session of s with client,
+// which must speak proto, and checks that it stays up twice as long as
+// read_timeout and write_timeout, then ends cleanly when the server is
+// stopped.
+func quietStream(t *testing.T, s *httpServer, client *http.Client, proto string) {
+	t.Helper()
+	id := initialized(t, s)
+	req, err := http.NewRequestWithContext(testContext(t), "GET", s.base+"/mcp", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Proto != proto {
+		t.Fatalf("GET stream: %s over %s; want 200 over %s", resp.Status, resp.Proto, proto)
+	}
+	type end struct {
+		b   []byte
+		err error
+	}
+	ended := make(chan end, 1)
+	go func() {
+		b, err := io.ReadAll(resp.Body)
+		ended <- end{b, err}
+	}()
+	// What is tested is that nothing happens for this long.
+	quiet := 2 * max(connRead, connWrite)
+	select {
+	case e := <-ended:
+		t.Fatalf("the quiet stream ended after less than %s: %q, %v; want it up until the server stops", quiet, e.b, e.err)
+	case <-time.After(quiet):
+	}
+	if err := s.stop(30 * time.Second); err != nil {
+		t.Errorf("server exit after SIGTERM: %v", err)
+	}
+	select {
+	case e := <-ended:
+		if e.err != nil {
+			t.Errorf("the stream ended with %v at the shutdown; want a clean end", e.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the stream is still open 10s after the server stopped")
+	}
+}
+
+// Over HTTP/2 (TLS), a quiet stream stays up and a client that does not
+// read its answer is cut within about write_timeout.
+func TestHTTPConnectionTimeoutsOverHTTP2(t *testing.T) {
+	ca := newTestCA(t)
+	s := startHTTPWith(t, serverSpec{config: connTimeouts + connBigOutput}, httpOptions{tls: ca})
+	h2 := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}}}
+	s.client = h2
+	defer h2.CloseIdleConnections()
+
+	t.Run("a client that does not read is cut", func(t *testing.T) {
+		id := initialized(t, s)
+		before := len(writeFailed.FindAllString(s.stderr.String(), -1))
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":%q}}}`, printBig)
+		req, err := http.NewRequestWithContext(testContext(t), "POST", s.base+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		resp, err := h2.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.ProtoMajor != 2 {
+			t.Fatalf("the call's answer came over %s; want HTTP/2", resp.Proto)
+		}
+		// Go's HTTP/2 client takes 4 MiB of a stream it does not read;
+		// then the stream's window is shut and the server waits.
+		start := time.Now()
+		var line string
+		if !waitFor(connWrite+15*time.Second, func() bool {
+			all := writeFailed.FindAllString(s.stderr.String(), -1)
+			if len(all) > before {
+				line = all[before]
+				return true
+			}
+			return false
+		}) {
+			t.Fatalf("%s after the answer began, the server still writes to a client that does not read it; want the stream reset at write_timeout (%s)",
+				time.Since(start).Round(time.Millisecond), connWrite)
+		}
+		took := time.Since(start)
+		t.Logf("the write was cut after %s: %s", took.Round(time.Millisecond), line)
+		if took > connWrite+3*time.Second {
+			t.Errorf("the write to a client that does not read was cut after %s; want about write_timeout (%s)", took, connWrite)
+		}
+		if n, err := io.Copy(io.Discard, resp.Body); err == nil || n >= 12_000_000 {
+			t.Errorf("read %d bytes of the answer, then %v; want it cut short", n, err)
+		}
+	})
+
+	t.Run("a quiet stream outlives read_timeout and write_timeout", func(t *testing.T) {
+		quietStream(t, s, h2, "HTTP/2.0")
+	})
+}
+
+func TestHTTPConnectionCaps(t *testing.T) {
+	s := startHTTP(t, serverSpec{args: []string{"--metrics-addr", "127.0.0.1:0"},
+		config: "[http]\nmax_connections_per_client = 4\nmax_connections = 8\n"})
+	metrics := "http://" + metricsListen(t, s.stderr) + "/metrics"
+	type open struct {
+		c net.Conn
+		r *bufio.Reader
+	}
+	connect := func(from string) open {
+		c := dialFrom(t, s, from, false)
+		o := open{c, bufio.NewReader(c)}
+		healthz(t, s, o.c, o.r)
+		return o
+	}
+	refused := func(from, want string) {
+		t.Helper()
+		c := dialFrom(t, s, from, false)
+		b, took, err := closedBy(t, c, c, 5*time.Second)
+		if err != nil || !strings.HasPrefix(string(b), "HTTP/1.1 503 Service Unavailable\r\n") || !strings.HasSuffix(string(b), "\r\n\r\n"+want+"\n") {
+			t.Fatalf("a connection from %s past the bounds: read %q, %v after %s; want a 503 that says %q, and closed at once",
+				from, b, err, took.Round(time.Millisecond), want)
+		}
+		if took > time.Second {
+			t.Errorf("a connection past the bounds was closed after %s; want at once", took)
+		}
+	}
+	const perClient = "too many connections open from your address: close one, or reuse one, and retry"
+	const total = "the server has too many connections open: retry later"
+
+	var first []open
+	for range 4 {
+		first = append(first, connect("127.0.0.1"))
+	}
+	refused("127.0.0.1", perClient)
+	for _, o := range first {
+		healthz(t, s, o.c, o.r)
+	}
+	// Another address has its own four, up to the total of eight.
+	for range 4 {
+		connect("127.0.0.2")
+	}
+	refused("127.0.0.3", total)
+
+	// A flood is refused, and logged in a line or two, not one a
+	// connection.
+	start := time.Now()
+	for range 50 {
+		refused("127.0.0.1", perClient)
+	}
+	lines := strings.Count(s.stderr.String(), `msg="refused a connection: too many open"`)
+	if most := 1 + int(time.Since(start)/(10*time.Second)) + 1; lines < 1 || lines > most {
+		t.Errorf("%d log lines for 52 refused connections; want 1 to %d, at most one every 10s", lines, most)
+	}
+	if !strings.Contains(s.stderr.String(), `remote=127.0.0.1 limit=max_connections_per_client max=4`) {
+		t.Errorf("no warning names the address and the bound:\n%s", s.stderr)
+	}
+	sc := getMetrics(t, metrics, "")
+	if got := sc.value(t, "code_sandbox_connections_refused_total", "reason=max_connections_per_client"); got != 51 {
+		t.Errorf("refusals for max_connections_per_client: %v; want 51", got)
+	}
+	if got := sc.value(t, "code_sandbox_connections_refused_total", "reason=max_connections"); got != 1 {
+		t.Errorf("refusals for max_connections: %v; want 1", got)
+	}
+
+	// A connection closed frees its place.
+	first[0].c.Close()
+	if !waitFor(10*time.Second, func() bool {
+		c := dialFrom(t, s, "127.0.0.1", false)
+		defer c.Close()
+		fmt.Fprintf(c, "GET /healthz HTTP/1.1\r\nHost: %s\r\n\r\n", s.hostPort())
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode != http.StatusServiceUnavailable || !resp.Close
+	}) {
+		t.Fatal("no connection from 127.0.0.1 is accepted 10s after one of its four was closed")
+	}
+
+	// With all closed, the server serves as before. The server learns of
+	// a close a moment later: a connection may be refused until then.
+	for _, o := range first {
+		o.c.Close()
+	}
+	var err error
+	if !waitFor(10*time.Second, func() bool { err = runsFortyTwo(t, s); return err == nil }) {
+		t.Fatalf("no run 10s after the test's connections from 127.0.0.1 were closed: %v", err)
+	}
+}
+
+// runsFortyTwo runs print(6*7) in a new MCP session of s, on a
+// connection of its own that it closes, and returns any error on the way
+// or a result that is not 42.
+func runsFortyTwo(t *testing.T, s *httpServer) error {
+	ctx := testContext(t)
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	c, err := client.NewStreamableHttpClient(s.base+"/mcp", transport.WithHTTPBasicClient(hc))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ClientInfo: mcp.Implementation{Name: "conns", Version: "1"}}}); err != nil {
+		return err
+	}
+	res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: code("print(6*7)")}})
+	if err != nil {
+		return err
+	}
+	if r, err := parseResult(res); err != nil || r.isError || r.out.Stdout != "42\n" {
+		return fmt.Errorf("a run of print(6*7): %q %+v, %v; want 42", r.text, r.out, err)
+	}
+	return nil
+}
