@@ -89,8 +89,8 @@ func runInSession(t *testing.T, c *client.Client, id, code string) toolResult {
 // 320 MiB).
 func TestMemoryTruncatedOutputsHoldOnlyWhatWasRead(t *testing.T) {
 	const (
-		cells     = 16
-		fileSize  = 20 << 20
+		cells    = 16
+		fileSize = 20 << 20
 		// Under one file's size: a file read whole (the truncator lost
 		// that race) is not kept, so that what the store keeps
 		// legitimately is small beside the bound, and the bound is far
