@@ -35,6 +35,9 @@ type mcpFront struct {
 	mcp *server.StreamableHTTPServer
 	// limit bounds a request's body, in bytes ([http] max_request_bytes).
 	limit int64
+	// budget, if not nil, bounds the large bodies held at once, from
+	// before one is read until its call returns.
+	budget *bodyBudget
 	// initialize, if not nil, counts an initialize of principal in its
 	// rate; a refusal, if not "", says why it may not make a session,
 	// and retry when it may.
@@ -42,12 +45,28 @@ type mcpFront struct {
 	logger     *slog.Logger
 }
 
-// ServeHTTP serves r: a POST whose body is over f.limit gets 413, an
+// ServeHTTP serves r: a POST whose body is over f.limit gets 413, one
+// for whose body f.budget has no room in time 503 with Retry-After, an
 // initialize past its client's rate 429 with Retry-After, and the rest
 // what mcp-go answers.
 func (f *mcpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var body []byte
 	if r.Method == http.MethodPost {
+		if f.budget != nil && r.ContentLength <= f.limit {
+			n := r.ContentLength
+			if n < 0 {
+				n = f.limit // chunked: as large as it may be
+			}
+			release, refusal := f.budget.take(r.Context(), n)
+			if refusal != "" {
+				f.logger.Warn("request body refused: no room for it among the large bodies held", "remote", r.RemoteAddr, "principal", principalOf(r.Context()),
+					"content_length", r.ContentLength)
+				w.Header().Set("Retry-After", "2")
+				http.Error(w, refusal, http.StatusServiceUnavailable)
+				return
+			}
+			defer release()
+		}
 		var err error
 		body, err = readBody(w, r, f.limit)
 		var tooLarge *http.MaxBytesError
