@@ -4,11 +4,11 @@ package integration
 // held, with what the server decodes of it, until its call returns, so
 // the large bodies held at once are bounded in total, all clients
 // together, by twice max_request_bytes; one that finds no room within
-// read_timeout is refused with 503, while small requests pass.
+// half of read_timeout (the other half is its body's) is refused with
+// 503, while small requests pass.
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -21,7 +21,7 @@ import (
 func TestHTTPLargeBodiesShareABudget(t *testing.T) {
 	path, tokens := tokenFile(t, "alice", "bob")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, concurrency: 4,
-		config: "[http]\nmax_request_bytes = \"1MiB\"\nread_timeout = \"3s\"\n" + noPools})
+		config: "[http]\nmax_request_bytes = \"1MiB\"\nread_timeout = \"6s\"\n" + noPools})
 	ctx := testContext(t)
 
 	// Two calls whose bodies take 700 KiB each hold 1.4 MiB of the 2 MiB
@@ -57,10 +57,11 @@ func TestHTTPLargeBodiesShareABudget(t *testing.T) {
 		t.Errorf("a small initialize took %s while the budget was held; want it not to wait", d)
 	}
 
-	// A third large body finds no room within read_timeout: 503.
+	// A third large body finds no room within half of read_timeout: 503.
+	bigBody := fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"},"pad":%q}}`,
+		strings.Repeat("b", 700<<10))
 	big := func() (int, http.Header, string) {
-		return postBody(t, s, tokens["bob"], fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"},"pad":%q}}`,
-			strings.Repeat("b", 700<<10)))
+		return s.postMCP(t, tokens["bob"], "", strings.NewReader(bigBody), int64(len(bigBody)))
 	}
 	begin = time.Now()
 	code, header, body := big()
@@ -69,7 +70,7 @@ func TestHTTPLargeBodiesShareABudget(t *testing.T) {
 			code, header.Get("Retry-After"), body)
 	}
 	if d := time.Since(begin); d < 3*time.Second {
-		t.Errorf("refused after %s; want it to wait read_timeout (3s) for room first", d)
+		t.Errorf("refused after %s; want it to wait half of read_timeout (3s) for room first", d)
 	}
 
 	// Once the calls return, there is room again.
@@ -77,24 +78,4 @@ func TestHTTPLargeBodiesShareABudget(t *testing.T) {
 	if code, _, body := big(); code != http.StatusOK {
 		t.Errorf("a 700 KiB body once the calls returned: %d %q; want 200", code, body)
 	}
-}
-
-// postBody POSTs body to s's /mcp with token and returns the status, the
-// header and the body of the answer.
-func postBody(t *testing.T, s *httpServer, token, body string) (int, http.Header, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), "POST", s.base+"/mcp", strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := s.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, string(b)
 }

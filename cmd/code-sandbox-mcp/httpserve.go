@@ -299,7 +299,7 @@ func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, re
 	sessions := newMCPSessions()
 	mcp := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), server.WithStreamableHTTPLogger(logger),
 		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(mcpSessionIdle))
-	front := &mcpFront{mcp: mcp, limit: hs.maxBody, budget: newBodyBudget(hs.maxBody, hs.conns.read), logger: logger}
+	front := &mcpFront{mcp: mcp, limit: hs.maxBody, budget: newBodyBudget(hs.maxBody, hs.conns.read/2), logger: logger}
 	if hs.limits != nil {
 		front.initialize = hs.limits.Initialize
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -75,6 +76,9 @@ func (f *mcpFront) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.logger.Warn("request body over max_request_bytes refused", "remote", r.RemoteAddr, "principal", principalOf(r.Context()),
 				"content_length", r.ContentLength, "max_request_bytes", f.limit)
 			http.Error(w, bodyTooLarge(f.limit), http.StatusRequestEntityTooLarge)
+			return
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			http.Error(w, "the request body did not arrive within [http] read_timeout: send it faster, or ask the server's operator to raise read_timeout", http.StatusBadRequest)
 			return
 		case err != nil:
 			http.Error(w, fmt.Sprintf("reading the request body: %v", err), http.StatusBadRequest)
