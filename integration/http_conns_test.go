@@ -158,6 +158,31 @@ func initialized(t *testing.T, s *httpServer) string {
 // writeFailed matches mcp-go's log line of a response it could not write.
 var writeFailed = regexp.MustCompile(`msg="Failed to write[^"]*" err=.*`)
 
+// writeCut waits for the server to log a failed write past the first
+// before of them, as it must once a client that does not read has held
+// a write for write_timeout; want says what the test waits for.
+func writeCut(t *testing.T, s *httpServer, before int, want string) {
+	t.Helper()
+	start := time.Now()
+	var line string
+	if !waitFor(connWrite+15*time.Second, func() bool {
+		all := writeFailed.FindAllString(s.stderr.String(), -1)
+		if len(all) > before {
+			line = all[before]
+			return true
+		}
+		return false
+	}) {
+		t.Fatalf("%s after the answer began, the server still writes to a client that does not read it; want %s at write_timeout (%s)",
+			time.Since(start).Round(time.Millisecond), want, connWrite)
+	}
+	took := time.Since(start)
+	t.Logf("the write was cut after %s: %s", took.Round(time.Millisecond), line)
+	if took > connWrite+3*time.Second {
+		t.Errorf("the write to a client that does not read was cut after %s; want about write_timeout (%s)", took, connWrite)
+	}
+}
+
 func TestHTTPConnectionTimeouts(t *testing.T) {
 	// Without pools, sandboxes live only while they run, so that the
 	// server's goroutines and files are the same before and after.
@@ -251,24 +276,7 @@ func TestHTTPConnectionTimeouts(t *testing.T) {
 			t.Fatalf("the call's answer: %v", err)
 		}
 		// The answer has begun; from here the test reads nothing.
-		start := time.Now()
-		var line string
-		if !waitFor(connWrite+15*time.Second, func() bool {
-			all := writeFailed.FindAllString(s.stderr.String(), -1)
-			if len(all) > before {
-				line = all[before]
-				return true
-			}
-			return false
-		}) {
-			t.Fatalf("%s after the answer began, the server still writes to a client that does not read it; want the write cut at write_timeout (%s)",
-				time.Since(start).Round(time.Millisecond), connWrite)
-		}
-		took := time.Since(start)
-		t.Logf("the write was cut after %s: %s", took.Round(time.Millisecond), line)
-		if took > connWrite+3*time.Second {
-			t.Errorf("the write to a client that does not read was cut after %s; want about write_timeout (%s)", took, connWrite)
-		}
+		writeCut(t, s, before, "the write cut")
 		// What was sent before the cut arrives, then the end: the answer is
 		// cut short.
 		c.SetReadDeadline(time.Now().Add(30 * time.Second))
@@ -405,24 +413,7 @@ func TestHTTPConnectionTimeoutsOverHTTP2(t *testing.T) {
 		}
 		// Go's HTTP/2 client takes 4 MiB of a stream it does not read;
 		// then the stream's window is shut and the server waits.
-		start := time.Now()
-		var line string
-		if !waitFor(connWrite+15*time.Second, func() bool {
-			all := writeFailed.FindAllString(s.stderr.String(), -1)
-			if len(all) > before {
-				line = all[before]
-				return true
-			}
-			return false
-		}) {
-			t.Fatalf("%s after the answer began, the server still writes to a client that does not read it; want the stream reset at write_timeout (%s)",
-				time.Since(start).Round(time.Millisecond), connWrite)
-		}
-		took := time.Since(start)
-		t.Logf("the write was cut after %s: %s", took.Round(time.Millisecond), line)
-		if took > connWrite+3*time.Second {
-			t.Errorf("the write to a client that does not read was cut after %s; want about write_timeout (%s)", took, connWrite)
-		}
+		writeCut(t, s, before, "the stream reset")
 		if n, err := io.Copy(io.Discard, resp.Body); err == nil || n >= 12_000_000 {
 			t.Errorf("read %d bytes of the answer, then %v; want it cut short", n, err)
 		}
