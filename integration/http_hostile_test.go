@@ -69,15 +69,24 @@ func (s *httpServer) postMCP(t *testing.T, token, id string, body io.Reader, len
 const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hostile","version":"1"}}}`
 
 func TestHTTPBodyOverTheLimit(t *testing.T) {
+	serverOnly(t, "2.x")
 	path, tokens := tokenFile(t, "alice")
-	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, config: noPools})
+	// files_in_bytes is 1 MiB, not the default 10 MiB, so that the
+	// largest call the limits allow is quick to decode under the race
+	// detector (10 MiB took a minute); max_request_bytes follows it.
+	const limits = "[limits]\nfiles_in_bytes = \"1MiB\"\n"
+	cfg, err := config.Parse(limits, "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, config: limits + noPools})
 	token := tokens["alice"]
 	status, h, body := s.postMCP(t, token, "", strings.NewReader(initializeBody), int64(len(initializeBody)))
 	id := h.Get("Mcp-Session-Id")
 	if status != http.StatusOK || id == "" {
 		t.Fatalf("initialize: %d %q, session %q", status, body, id)
 	}
-	limit := config.Default().RequestBytes()
+	limit := cfg.RequestBytes()
 	want := fmt.Sprintf("request body too large: this server reads at most %d bytes (%.1f MiB) of a request ([http] max_request_bytes), so it did not read this one. ", limit, float64(limit)/(1<<20))
 
 	// 256 MiB with its length told: refused before a byte is read.
@@ -102,7 +111,7 @@ func TestHTTPBodyOverTheLimit(t *testing.T) {
 
 	// The largest call the limits allow still runs: a binary file of
 	// files_in_bytes, as base64.
-	data := bytes.Repeat([]byte{0, 1, 2, 0xff}, int(config.Default().Limits.FilesInBytes)/4)
+	data := bytes.Repeat([]byte{0, 1, 2, 0xff}, int(cfg.Limits.FilesInBytes)/4)
 	c := s.connect(t, token)
 	res, err := c.CallTool(testContext(t), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{
 		"code":  "import os\nprint(os.path.getsize('blob.bin'))",
@@ -120,6 +129,7 @@ func TestHTTPBodyOverTheLimit(t *testing.T) {
 // no more sessions than our table does (mcpSessionsPerPrincipal, 256),
 // so the heap stays within 8 MiB of where it started.
 func TestHTTPInitializesHoldBoundedHeap(t *testing.T) {
+	serverOnly(t, "2.x")
 	path, tokens := tokenFile(t, "alice")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, env: []string{lowGOGC},
 		config: "[http]\nrate_limit = 1000000\nrate_burst = 100000\n" + noPools})
@@ -142,6 +152,7 @@ func TestHTTPInitializesHoldBoundedHeap(t *testing.T) {
 // An initialize past the client's burst is refused with 429, before
 // mcp-go makes a session of it, and says which limit and when to retry.
 func TestHTTPInitializeRateLimited(t *testing.T) {
+	serverOnly(t, "2.x")
 	path, tokens := tokenFile(t, "alice")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, config: "[http]\nrate_limit = 60\nrate_burst = 3\n" + noPools})
 	token := tokens["alice"]
@@ -164,6 +175,7 @@ func TestHTTPInitializeRateLimited(t *testing.T) {
 // endpoint but /healthz: /mcp, /metrics beside it, and /metrics on a
 // listener of its own.
 func TestHTTPHostChecked(t *testing.T) {
+	serverOnly(t, "2.x")
 	get := func(t *testing.T, url, host string) int {
 		t.Helper()
 		req, err := http.NewRequestWithContext(testContext(t), "GET", url, nil)

@@ -15,6 +15,11 @@
 //	                     2100000000-2100065535); runs at once on one host
 //	                     need ranges apart, 100 uids apart at least
 //	                     (some tests take a few uids above the range).
+//	SANDBOX_RUN          which of the runs that scripts/integration makes
+//	                     at once this is: 1.6 or 2.x. A test of the server
+//	                     alone, which no daemon changes, runs in one of
+//	                     them only (see serverOnly); unset, every test
+//	                     runs.
 //
 // The executor's tests drive package exec; the MCP, isolation, fault and
 // benchmark tests drive the real binary over stdio, as a client would, and
@@ -204,4 +209,17 @@ func haveImages(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// serverOnly marks t as a test of the server alone (its HTTP front, its
+// connections, its file store, its audit log), whom the daemon does not
+// change: of the two runs scripts/integration makes at once, only run
+// (1.6 or 2.x, as SANDBOX_RUN names them) runs it, and the other skips
+// it, saying where it runs, so that it costs its time once. Run alone
+// (SANDBOX_RUN unset, or another run), it runs.
+func serverOnly(t *testing.T, run string) {
+	t.Helper()
+	if this := os.Getenv("SANDBOX_RUN"); this != "" && this != run && (this == "1.6" || this == "2.x") {
+		t.Skipf("a test of the server alone: it runs in the run against containerd %s (SANDBOX_RUN), not in this one (%s)", run, this)
+	}
 }
