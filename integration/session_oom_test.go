@@ -74,16 +74,7 @@ print(hog.stdout.readline().strip())
 // state remain; the cell after it says nothing of it; and a later exit of
 // the interpreter is told as the exit it is, not as that old OOM kill.
 func TestSessionOOMKillBetweenCellsIsReported(t *testing.T) {
-	s := startMCP(t, serverSpec{config: "[limits]\nmemory = \"256MiB\"\n" + noPools})
-	ctx := testContext(t)
-	var created createdSession
-	if text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python"}, &created); isErr {
-		t.Fatalf("create_session: %q", text)
-	}
-	run := func(code string) toolResult {
-		t.Helper()
-		return s.call(ctx, t, "run_python_code", map[string]any{"code": code, "session_id": created.SessionID})
-	}
+	_, created, run := oomSession(t)
 	marker := "oom-hog-" + created.SessionID
 	if r := run("v = 42\n" + fmt.Sprintf(hogCode, marker)); r.isError || r.out.Stdout != "waiting\n" {
 		t.Fatalf("starting the hog: %q; want it waiting", r.text)
@@ -118,16 +109,8 @@ func TestSessionOOMKillBetweenCellsIsReported(t *testing.T) {
 // call on it says that it ended because the interpreter ran out of
 // memory.
 func TestSessionInterpreterOOMKilledBetweenCellsEndsIt(t *testing.T) {
-	s := startMCP(t, serverSpec{config: "[limits]\nmemory = \"256MiB\"\n" + noPools})
+	s, created, run := oomSession(t)
 	ctx := testContext(t)
-	var created createdSession
-	if text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python"}, &created); isErr {
-		t.Fatalf("create_session: %q", text)
-	}
-	run := func(code string) toolResult {
-		t.Helper()
-		return s.call(ctx, t, "run_python_code", map[string]any{"code": code, "session_id": created.SessionID})
-	}
 	// The thread allocates once the gate process ends, which the test
 	// brings about.
 	marker := "oom-gate-" + created.SessionID
@@ -156,5 +139,22 @@ print('armed')`, marker))
 	want := "it has ended: the interpreter ran out of memory (limit 256MiB) and was killed, so the session ended"
 	if !r.isError || !strings.Contains(r.text, want) {
 		t.Errorf("a call after the interpreter's OOM kill: %q; want an error saying %q", r.text, want)
+	}
+}
+
+// oomSession starts a server whose sandboxes have 256 MiB and a Python
+// session on it, and returns the server, the session and what runs a
+// cell in it.
+func oomSession(t *testing.T) (*mcpServer, createdSession, func(code string) toolResult) {
+	t.Helper()
+	s := startMCP(t, serverSpec{config: "[limits]\nmemory = \"256MiB\"\n" + noPools})
+	ctx := testContext(t)
+	var created createdSession
+	if text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python"}, &created); isErr {
+		t.Fatalf("create_session: %q", text)
+	}
+	return s, created, func(code string) toolResult {
+		t.Helper()
+		return s.call(ctx, t, "run_python_code", map[string]any{"code": code, "session_id": created.SessionID})
 	}
 }
