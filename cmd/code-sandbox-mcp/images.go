@@ -18,7 +18,10 @@ import (
 )
 
 const imagesUsage = `usage:
-  images import FILE...   import OCI image archives into containerd; prints each image's name
+  images import [--unpack] FILE...
+                          import OCI image archives into containerd; prints each image's name
+                          (--unpack: unpack each into the daemon's default snapshotter too, so
+                          that no first run waits for it)
   images list             list containerd's images: name, digest, size, unpacked
   images pack --rootfs ROOTFS.tar --ref REF [--env K=V]... [--workdir DIR] [--user U] [--cmd ARG]... --out OUT.tar
                           pack a root file system tar into an OCI image archive (needs no containerd)
@@ -66,6 +69,7 @@ func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
 
 func imagesImport(ctx context.Context, address, namespace string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("import", stderr)
+	unpack := fs.Bool("unpack", false, "unpack each image into the default snapshotter too")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -79,14 +83,16 @@ func imagesImport(ctx context.Context, address, namespace string, args []string,
 	}
 	defer c.Close()
 	for _, name := range fs.Args() {
-		if err := importFile(ctx, c, name, stdout); err != nil {
+		if err := importFile(ctx, c, name, *unpack, stdout); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func importFile(ctx context.Context, c *containerd.Client, name string, stdout io.Writer) error {
+// importFile imports the archive name and, if unpack, unpacks its images
+// into the daemon's default snapshotter.
+func importFile(ctx context.Context, c *containerd.Client, name string, unpack bool, stdout io.Writer) error {
 	f, err := os.Open(name)
 	if err != nil {
 		return err
@@ -97,6 +103,15 @@ func importFile(ctx context.Context, c *containerd.Client, name string, stdout i
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	for _, ref := range refs {
+		if unpack {
+			img, err := c.GetImage(ctx, ref)
+			if err == nil {
+				err = img.Unpack(ctx, "")
+			}
+			if err != nil {
+				return fmt.Errorf("%s: unpack %s: %w", name, ref, err)
+			}
+		}
 		fmt.Fprintln(stdout, ref)
 	}
 	return nil
