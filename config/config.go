@@ -8,6 +8,7 @@
 package config
 
 import (
+	"cmp"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -44,9 +45,29 @@ type Containerd struct {
 	Namespace string `toml:"namespace"`
 	// Snapshotter is empty for the daemon's default.
 	Snapshotter string `toml:"snapshotter"`
-	// Runtime is empty for io.containerd.runc.v2.
+	// Runtime is the containerd runtime (shim) that runs the sandboxes;
+	// empty is RuncShim.
 	Runtime string `toml:"runtime"`
+	// RuntimeBinary is the OCI runtime the runc shim runs: a name looked
+	// up on containerd's PATH ("runc", "crun") or an absolute path; empty
+	// is the shim's default, runc. Only RuncShim takes it.
+	RuntimeBinary string `toml:"runtime_binary"`
+	// CgroupDriver is how the runtime makes each sandbox's cgroup:
+	// CgroupDriverCgroupfs (itself, at /NAMESPACE/ID) or
+	// CgroupDriverSystemd (through systemd, as the transient unit
+	// NAMESPACE-ID.scope in system.slice). Only RuncShim takes systemd.
+	CgroupDriver string `toml:"cgroup_driver"`
 }
+
+// RuncShim is containerd's runc shim, the default runtime, the one that
+// takes runtime_binary and the systemd cgroup driver.
+const RuncShim = "io.containerd.runc.v2"
+
+// Cgroup drivers.
+const (
+	CgroupDriverCgroupfs = "cgroupfs"
+	CgroupDriverSystemd  = "systemd"
+)
 
 // Sandbox holds the server's own settings.
 type Sandbox struct {
@@ -357,8 +378,10 @@ type LanguageTable struct {
 	File string `toml:"file"`
 	// Env is added to the image's own environment, as KEY=value.
 	Env []string `toml:"env"`
-	// Runtime overrides [containerd] runtime for this language.
-	Runtime string `toml:"runtime"`
+	// Runtime overrides [containerd] runtime for this language, and
+	// RuntimeBinary [containerd] runtime_binary.
+	Runtime       string `toml:"runtime"`
+	RuntimeBinary string `toml:"runtime_binary"`
 	// Tool is the MCP tool's name; empty means "run_NAME_code".
 	Tool string `toml:"tool"`
 	// Description tells a model what the language's sandbox offers; the
@@ -582,6 +605,7 @@ func (c *Config) Validate() error {
 		}
 		seen[n] = true
 	}
+	errs = append(errs, c.validateRuntime()...)
 	errs = append(errs, validateLimits("limits", c.Limits)...)
 	errs = append(errs, validateSessions(c.Sessions)...)
 	errs = append(errs, c.validateHTTP()...)
@@ -645,6 +669,85 @@ func (c *Config) Validate() error {
 		errs = append(errs, validateLimits(key+".limits", c.limitsFor(n))...)
 	}
 	return errors.Join(errs...)
+}
+
+// validateRuntime checks the runtime keys of [containerd] and of each
+// enabled language: the cgroup driver is one there is, a runtime binary
+// is a name or an absolute path, and runtime_binary and the systemd
+// driver go with the runc shim only, the one whose options they are.
+func (c *Config) validateRuntime() []error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
+	}
+	ct := c.Containerd
+	systemd := ct.CgroupDriver == CgroupDriverSystemd
+	if ct.CgroupDriver != CgroupDriverCgroupfs && !systemd {
+		bad("containerd.cgroup_driver", "%q; want %q (the runtime makes the cgroups itself, the default) or %q (through systemd, as containerd's SystemdCgroup = true does)",
+			ct.CgroupDriver, CgroupDriverCgroupfs, CgroupDriverSystemd)
+	}
+	if err := checkRuntimeBinary(ct.RuntimeBinary); err != nil {
+		bad("containerd.runtime_binary", "%v", err)
+	}
+	notRunc := func(rt string) bool { return rt != "" && rt != RuncShim }
+	if notRunc(ct.Runtime) {
+		if ct.RuntimeBinary != "" {
+			bad("containerd.runtime_binary", "%q is an option of the runc shim, but containerd.runtime is %q; set runtime = \"\" (or %q), or remove runtime_binary",
+				ct.RuntimeBinary, ct.Runtime, RuncShim)
+		}
+		if systemd {
+			bad("containerd.cgroup_driver", "%q is an option of the runc shim, but containerd.runtime is %q; set runtime = \"\" (or %q), or cgroup_driver = %q",
+				ct.CgroupDriver, ct.Runtime, RuncShim, CgroupDriverCgroupfs)
+		}
+	}
+	for _, n := range c.Names() {
+		t := c.Languages[n]
+		key := "languages." + n
+		if err := checkRuntimeBinary(t.RuntimeBinary); err != nil {
+			bad(key+".runtime_binary", "%v", err)
+		}
+		if t.Runtime == "" && t.RuntimeBinary == "" {
+			// [containerd]'s, checked above.
+			continue
+		}
+		rt, bin := cmp.Or(t.Runtime, ct.Runtime), cmp.Or(t.RuntimeBinary, ct.RuntimeBinary)
+		if !notRunc(rt) {
+			continue
+		}
+		if bin != "" {
+			k := key + ".runtime"
+			if t.Runtime == "" {
+				k = key + ".runtime_binary"
+			}
+			bad(k, "the runtime %q is not the runc shim (%q), but the runtime_binary is %q (the language's own or [containerd]'s), an option of that shim only; set runtime = \"\", or remove runtime_binary",
+				rt, RuncShim, bin)
+		}
+		if systemd {
+			bad(key+".runtime", "%q is not the runc shim (%q), but containerd.cgroup_driver is %q, an option of that shim only; set runtime = \"\", or cgroup_driver = %q",
+				rt, RuncShim, ct.CgroupDriver, CgroupDriverCgroupfs)
+		}
+	}
+	return errs
+}
+
+// checkRuntimeBinary checks a runtime_binary: empty, a plain name, or an
+// absolute path.
+func checkRuntimeBinary(b string) error {
+	switch {
+	case b == "":
+		return nil
+	case strings.TrimSpace(b) != b || strings.ContainsAny(b, "\x00\n"):
+		return fmt.Errorf("%q has spaces around it or a control character; want a name such as \"crun\", or an absolute path", b)
+	case b == "." || b == "..":
+		return fmt.Errorf("%q is not a program; want a name such as \"crun\", or an absolute path", b)
+	case !strings.Contains(b, "/"):
+		return nil
+	case !strings.HasPrefix(b, "/"):
+		return fmt.Errorf("%q is a relative path, which the shim would resolve against a directory of its own; want a name looked up on containerd's PATH, such as \"crun\", or an absolute path, such as \"/usr/bin/crun\"", b)
+	case strings.HasSuffix(b, "/"):
+		return fmt.Errorf("%q is a directory; want the program's absolute path, such as \"/usr/bin/crun\"", b)
+	}
+	return nil
 }
 
 // validateSessions checks the [sessions] table.

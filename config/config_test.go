@@ -228,6 +228,17 @@ func TestErrors(t *testing.T) {
 		{"unknown session driver", "[languages.python]\nsession_driver = \"ipython\"", []string{"languages.python.session_driver", `"ipython"`, `"python" or "node"`}},
 		{"preload with a space", "[languages.python]\npreload = [\"numpy pandas\"]", []string{"languages.python.preload", `"numpy pandas"`, "module name"}},
 		{"empty preload", "[languages.python]\npreload = [\"\"]", []string{"languages.python.preload", `""`}},
+		{"unknown cgroup driver", "[containerd]\ncgroup_driver = \"systemd-cgroup\"", []string{"containerd.cgroup_driver", `"systemd-cgroup"`, `"cgroupfs"`, `"systemd"`}},
+		{"relative runtime binary", "[containerd]\nruntime_binary = \"bin/crun\"", []string{"containerd.runtime_binary", "relative path", `"/usr/bin/crun"`}},
+		{"runtime binary a directory", "[containerd]\nruntime_binary = \"/usr/bin/\"", []string{"containerd.runtime_binary", "directory"}},
+		{"runtime binary with a space", "[containerd]\nruntime_binary = \"crun \"", []string{"containerd.runtime_binary", "spaces"}},
+		{"language runtime binary relative", "[languages.python]\nruntime_binary = \"./crun\"", []string{"languages.python.runtime_binary", "relative path"}},
+		{"runtime binary with another shim", "[containerd]\nruntime = \"io.containerd.runsc.v1\"\nruntime_binary = \"crun\"", []string{"containerd.runtime_binary", "runc shim", `"io.containerd.runsc.v1"`}},
+		{"systemd with another shim", "[containerd]\nruntime = \"io.containerd.runsc.v1\"\ncgroup_driver = \"systemd\"", []string{"containerd.cgroup_driver", "runc shim", `"io.containerd.runsc.v1"`}},
+		{"language shim with a runtime binary", "[containerd]\nruntime_binary = \"crun\"\n[languages.python]\nruntime = \"io.containerd.runsc.v1\"", []string{"languages.python.runtime", `"io.containerd.runsc.v1"`, "runtime_binary", `"crun"`}},
+		{"language runtime binary with its shim", "[languages.python]\nruntime = \"io.containerd.kata.v2\"\nruntime_binary = \"/usr/bin/crun\"", []string{"languages.python.runtime", "kata", "runtime_binary"}},
+		{"language runtime binary under another shim", "[containerd]\nruntime = \"io.containerd.runsc.v1\"\n[languages.python]\nruntime_binary = \"crun\"", []string{"languages.python.runtime_binary", "runsc", "runc shim"}},
+		{"language shim under systemd", "[containerd]\ncgroup_driver = \"systemd\"\n[languages.python]\nruntime = \"io.containerd.runsc.v1\"", []string{"languages.python.runtime", "containerd.cgroup_driver", `"systemd"`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Parse(tc.toml, "bad.toml")
@@ -278,6 +289,38 @@ func mustLanguage(t *testing.T, c *Config, name string) Language {
 // Language is the one translation of the file's tables: every field of the
 // model comes from its key, the runtime falls back to [containerd]'s, and a
 // disabled language is not there.
+// The runtime keys that are valid: a binary by name or path, per language
+// too, with the runc shim named or left empty, and the systemd driver; a
+// language of another shim is fine where [containerd] sets neither.
+func TestRuntimeKeys(t *testing.T) {
+	c, err := Parse(`
+[containerd]
+runtime_binary = "crun"
+cgroup_driver = "systemd"
+
+[languages.python]
+runtime = "io.containerd.runc.v2"
+runtime_binary = "/usr/local/bin/runc"
+`, "ok.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	py, js := mustLanguage(t, c, "python"), mustLanguage(t, c, "javascript")
+	if py.RuntimeBinary != "/usr/local/bin/runc" || py.CgroupDriver != CgroupDriverSystemd {
+		t.Errorf("python: runtime binary %q, cgroup driver %q; want its own /usr/local/bin/runc, systemd", py.RuntimeBinary, py.CgroupDriver)
+	}
+	if js.Runtime != "" || js.RuntimeBinary != "crun" || js.CgroupDriver != CgroupDriverSystemd {
+		t.Errorf("javascript: runtime %q, binary %q, driver %q; want \"\", [containerd]'s crun, systemd", js.Runtime, js.RuntimeBinary, js.CgroupDriver)
+	}
+	if _, err := Parse("[languages.python]\nruntime = \"io.containerd.runsc.v1\"", "ok.toml"); err != nil {
+		t.Errorf("another shim, no runtime binary, cgroupfs: %v; want it accepted", err)
+	}
+	d := mustLanguage(t, Default(), "python")
+	if d.Runtime != "" || d.RuntimeBinary != "" || d.CgroupDriver != CgroupDriverCgroupfs {
+		t.Errorf("defaults: runtime %q, binary %q, driver %q; want \"\", \"\", cgroupfs", d.Runtime, d.RuntimeBinary, d.CgroupDriver)
+	}
+}
+
 func TestLanguageModel(t *testing.T) {
 	c, err := Parse(`
 [containerd]
@@ -319,6 +362,7 @@ env = ["A=1"]
 		File:          "main.py",
 		Env:           []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
 		Runtime:       "io.containerd.runc.v2",
+		CgroupDriver:  "cgroupfs",
 		Tool:          "run_python_code",
 		Description:   c.Languages["python"].Description,
 		Pool:          3,

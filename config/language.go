@@ -23,8 +23,16 @@ type Language struct {
 	File string
 	// Env is added to the image's own environment, as KEY=value.
 	Env []string
-	// Runtime is the containerd runtime; empty means the daemon's default.
+	// Runtime is the containerd runtime (shim); empty means the daemon's
+	// default, RuncShim.
 	Runtime string
+	// RuntimeBinary is the OCI runtime the runc shim runs, a name on
+	// containerd's PATH or an absolute path; empty is the shim's default,
+	// runc.
+	RuntimeBinary string
+	// CgroupDriver is [containerd] cgroup_driver, CgroupDriverCgroupfs or
+	// CgroupDriverSystemd: how the runtime makes the run's cgroup.
+	CgroupDriver string
 	// Tool is the MCP tool's name.
 	Tool string
 	// Description tells a model what the language's sandbox offers; the
@@ -139,6 +147,8 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 		File:          t.File,
 		Env:           slices.Clone(t.Env),
 		Runtime:       cmp.Or(t.Runtime, c.Containerd.Runtime),
+		RuntimeBinary: cmp.Or(t.RuntimeBinary, c.Containerd.RuntimeBinary),
+		CgroupDriver:  c.Containerd.CgroupDriver,
 		Tool:          t.Tool,
 		Description:   t.Description,
 		Pool:          t.Pool,
