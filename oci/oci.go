@@ -17,6 +17,7 @@ import (
 
 	"github.com/containerd/containerd/v2/contrib/seccomp"
 	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	ctroci "github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -78,6 +79,34 @@ type Policy struct {
 	// Empty mounts nothing.
 	HooksHostDir string
 	HooksDir     string
+
+	// SystemdCgroup gives the run the cgroupsPath of the systemd cgroup
+	// driver (see SystemdCgroupsPath), for a runtime run with
+	// SystemdCgroup; false keeps containerd's /NAMESPACE/ID, for
+	// cgroupfs.
+	SystemdCgroup bool
+}
+
+// SpecVersion is the ociVersion every spec declares: runtime-spec 1.0.2,
+// not the 1.3.0 of the runtime-spec module containerd's default spec
+// writes, because crun before 1.14.3 refuses any version without "1.0" in
+// it ("unknown version specified"; Debian 12 ships crun 1.8.1). runc has
+// never checked the version. The one field we set that is newer than
+// 1.0.2 is a seccomp rule's errnoRet (1.1.0: containerd's default profile
+// gives clone3 ENOSYS), which runc (since 1.0) and crun (since 0.x) honour
+// whatever the version says.
+const SpecVersion = "1.0.2"
+
+// SystemdSlice is the slice the systemd cgroup driver puts each sandbox's
+// transient unit in.
+const SystemdSlice = "system.slice"
+
+// SystemdCgroupsPath is the cgroupsPath of container id in containerd
+// namespace ns under the systemd cgroup driver, in runc's and crun's
+// "slice:prefix:name" form: the runtime asks systemd for the transient
+// unit ns-id.scope in SystemdSlice.
+func SystemdCgroupsPath(ns, id string) string {
+	return SystemdSlice + ":" + ns + ":" + id
 }
 
 // extraMaskedPaths are masked on top of containerd's defaults: they leak
@@ -114,6 +143,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	l := p.Limits
 	quota, period := cfs(l.CPUs)
 	opts := []ctroci.SpecOpts{
+		withVersion(SpecVersion),
 		ctroci.WithProcessArgs(p.args()...),
 		ctroci.WithProcessCwd(p.cwd()),
 		withEnvExactly(p.Env),
@@ -137,6 +167,9 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 		ctroci.WithMemorySwap(l.MemoryBytes),
 		ctroci.WithCPUCFS(quota, period),
 		ctroci.WithPidsLimit(l.Pids),
+	}
+	if p.SystemdCgroup {
+		opts = append(opts, withSystemdCgroupsPath)
 	}
 	hard := p.Hard
 	if hard == nil {
@@ -309,6 +342,28 @@ func withPtys(n int) ctroci.SpecOpts {
 	}
 }
 
+// withVersion sets the spec's ociVersion to v.
+func withVersion(v string) ctroci.SpecOpts {
+	return func(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+		s.Version = v
+		return nil
+	}
+}
+
+// withSystemdCgroupsPath sets the cgroupsPath to SystemdCgroupsPath of
+// the container in the context's namespace.
+func withSystemdCgroupsPath(ctx context.Context, _ ctroci.Client, c *containers.Container, s *ctroci.Spec) error {
+	ns, err := namespaces.NamespaceRequired(ctx)
+	if err != nil {
+		return err
+	}
+	if s.Linux == nil {
+		s.Linux = &specs.Linux{}
+	}
+	s.Linux.CgroupsPath = SystemdCgroupsPath(ns, c.ID)
+	return nil
+}
+
 // withNoAdditionalGIDs clears supplementary groups: the run holds its own
 // gid and no other.
 func withNoAdditionalGIDs(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
@@ -467,13 +522,15 @@ func withSyscallsDenied(names []string) ctroci.SpecOpts {
 }
 
 // NewPolicy returns the policy of one run of l: its command with the
-// program's path appended, its limits, and the hostname "sandbox". The
+// program's path appended, its limits, the hostname "sandbox", and the
+// cgroupsPath of its cgroup driver. The
 // caller adds what only a run knows: the environment, the program's host
 // directory, the server's hard limits, and whether it waits for its start.
 func NewPolicy(l config.Language) Policy {
 	return Policy{
-		Args:     append(slices.Clone(l.Command), ProgramPath(l.File)),
-		Hostname: "sandbox",
-		Limits:   l.Limits,
+		Args:          append(slices.Clone(l.Command), ProgramPath(l.File)),
+		Hostname:      "sandbox",
+		Limits:        l.Limits,
+		SystemdCgroup: l.CgroupDriver == config.CgroupDriverSystemd,
 	}
 }

@@ -121,6 +121,37 @@ func TestSpecProcess(t *testing.T) {
 	}
 }
 
+// The spec declares runtime-spec 1.0.2, which crun before 1.14.3 needs
+// (it refuses a version without "1.0" in it), not the 1.3.0 containerd's
+// default spec declares.
+func TestSpecVersion(t *testing.T) {
+	if got := generate(t, testPolicy()).Version; got != SpecVersion || !strings.Contains(got, "1.0") {
+		t.Errorf("ociVersion: got %q; want %q, which contains \"1.0\"", got, SpecVersion)
+	}
+}
+
+// The cgroupsPath is containerd's /NAMESPACE/ID for cgroupfs, and the
+// systemd driver's slice:prefix:name for systemd, which runc and crun
+// make into the unit NAMESPACE-ID.scope in system.slice.
+func TestSpecCgroupsPath(t *testing.T) {
+	if got, want := generate(t, testPolicy()).Linux.CgroupsPath, "/test/csm-1"; got != want {
+		t.Errorf("cgroupfs: cgroupsPath %q; want %q", got, want)
+	}
+	p := testPolicy()
+	p.SystemdCgroup = true
+	if got, want := generate(t, p).Linux.CgroupsPath, "system.slice:test:csm-1"; got != want {
+		t.Errorf("systemd: cgroupsPath %q; want %q", got, want)
+	}
+	l := config.Language{Command: []string{"python3"}, File: "main.py", CgroupDriver: config.CgroupDriverSystemd}
+	if !NewPolicy(l).SystemdCgroup {
+		t.Error("NewPolicy of a language with the systemd driver: SystemdCgroup false; want true")
+	}
+	l.CgroupDriver = config.CgroupDriverCgroupfs
+	if NewPolicy(l).SystemdCgroup {
+		t.Error("NewPolicy of a language with the cgroupfs driver: SystemdCgroup true; want false")
+	}
+}
+
 func TestSpecFilesystem(t *testing.T) {
 	s := generate(t, testPolicy())
 	if !s.Root.Readonly {
