@@ -296,6 +296,10 @@ func validate(l config.Language) error {
 		return fmt.Errorf("language %q: the workspace size must be positive: %w", name, errdefs.ErrInvalidArgument)
 	case l.Limits.FilesInBytes < 0 || l.Limits.MaxFilesIn < 0 || l.Limits.FilesOutBytes < 0 || l.Limits.MaxFilesOut < 0:
 		return fmt.Errorf("language %q: the caps on files in and out must not be negative: %w", name, errdefs.ErrInvalidArgument)
+	case l.CgroupDriver != "" && l.CgroupDriver != config.CgroupDriverCgroupfs && l.CgroupDriver != config.CgroupDriverSystemd:
+		return fmt.Errorf("language %q: cgroup driver %q is neither %q nor %q: %w", name, l.CgroupDriver, config.CgroupDriverCgroupfs, config.CgroupDriverSystemd, errdefs.ErrInvalidArgument)
+	case runcOptions(l) != nil && l.Runtime != "" && l.Runtime != config.RuncShim:
+		return fmt.Errorf("language %q: a runtime binary and the systemd cgroup driver are options of the runc shim (%s), not of %s: %w", name, config.RuncShim, l.Runtime, errdefs.ErrInvalidArgument)
 	}
 	return nil
 }

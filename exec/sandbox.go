@@ -280,8 +280,8 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 		containerd.WithNewSnapshot(s.id, img.image, snapshots.WithLabels(labels)),
 		containerd.WithNewSpec(specOpts...),
 	}
-	if s.lang.Runtime != "" {
-		opts = append(opts, containerd.WithRuntime(s.lang.Runtime, nil))
+	if rt := withRuntime(s.lang); rt != nil {
+		opts = append(opts, rt)
 	}
 	c, err := e.client.NewContainer(ctx, s.id, opts...)
 	if err != nil {
