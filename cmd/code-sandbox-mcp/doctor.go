@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	sandboxoci "code-sandbox-mcp/oci"
 )
 
 // checker prints one line per check, OK or FAIL, with a fix for failures,
@@ -32,6 +34,14 @@ func (c *checker) ok(what, detail string) {
 func (c *checker) fail(what, detail, fix string) {
 	c.failed = true
 	fmt.Fprintf(c.w, "FAIL  %s: %s\n", what, detail)
+	if fix != "" {
+		fmt.Fprintf(c.w, "      fix: %s\n", fix)
+	}
+}
+
+// warn reports what may be a problem without failing the check.
+func (c *checker) warn(what, detail, fix string) {
+	fmt.Fprintf(c.w, "WARN  %s: %s\n", what, detail)
 	if fix != "" {
 		fmt.Fprintf(c.w, "      fix: %s\n", fix)
 	}
@@ -150,30 +160,84 @@ func helloWorld(command []string) (code, want string) {
 	return "", ""
 }
 
-// checkRuntime checks that the OCI runtime and containerd's shim are on
-// PATH. Only runc's shim (the default) is checked.
+// checkRuntime checks the runtimes the enabled languages run on: for the
+// runc shim (the default), the OCI runtime binary it runs, found as the
+// shim would find it and with its version, and the shim itself; then the
+// cgroup driver. Another shim is not checked.
 func checkRuntime(c *checker, cfg *config.Config) {
-	if rt := cfg.Containerd.Runtime; rt != "" && rt != "io.containerd.runc.v2" {
-		c.skip("runtime", "runtime "+rt+" is configured; only runc is checked")
-		return
+	seen := map[string]bool{}
+	runcShim := false
+	for _, l := range cfg.Enabled() {
+		rt := cmp.Or(l.Runtime, config.RuncShim)
+		if rt != config.RuncShim {
+			if !seen[rt] {
+				c.skip("runtime", "runtime "+rt+" is configured; only the runc shim's binary is checked")
+			}
+			seen[rt] = true
+			continue
+		}
+		runcShim = true
+		bin := cmp.Or(l.RuntimeBinary, "runc")
+		if !seen[bin] {
+			checkRuntimeBinary(c, bin)
+		}
+		seen[bin] = true
 	}
-	path, err := osexec.LookPath("runc")
-	if err != nil {
-		c.fail("runtime", "runc is not on PATH", "install runc (`apt-get install runc`, or `make setup`)")
-	} else {
-		out, err := osexec.Command(path, "--version").Output()
-		first, _, _ := strings.Cut(string(out), "\n")
-		if err != nil {
-			c.fail("runtime", fmt.Sprintf("%s --version: %v", path, err), "reinstall runc")
+	if runcShim {
+		if path, err := osexec.LookPath("containerd-shim-runc-v2"); err != nil {
+			c.fail("shim", "containerd-shim-runc-v2 is not on PATH", "install containerd (it ships the shim), or put the shim next to containerd")
 		} else {
-			c.ok("runtime", path+": "+first)
+			c.ok("shim", path)
 		}
 	}
-	if path, err := osexec.LookPath("containerd-shim-runc-v2"); err != nil {
-		c.fail("shim", "containerd-shim-runc-v2 is not on PATH", "install containerd (it ships the shim), or put the shim next to containerd")
-	} else {
-		c.ok("shim", path)
+	checkCgroupDriver(c, cfg, systemdRunDir)
+}
+
+// checkRuntimeBinary reports the OCI runtime bin that the runc shim runs:
+// an absolute path, or a name the shim looks up on containerd's PATH,
+// which this looks up on the server's, and its version's first line.
+func checkRuntimeBinary(c *checker, bin string) {
+	path := bin
+	if !strings.Contains(bin, "/") {
+		p, err := osexec.LookPath(bin)
+		if err != nil {
+			c.warn("runtime", bin+" is not on this server's PATH; the runc shim looks it up on containerd's own PATH, which may differ (hello world below tells)",
+				"install "+bin+", or set [containerd] runtime_binary to its absolute path")
+			return
+		}
+		path = p
+	} else if _, err := os.Stat(bin); err != nil {
+		c.fail("runtime", fmt.Sprintf("%s: %v", bin, err), "install it there, or set [containerd] runtime_binary to where it is")
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := osexec.CommandContext(ctx, path, "--version").Output()
+	first, _, _ := strings.Cut(string(out), "\n")
+	if err != nil {
+		c.fail("runtime", fmt.Sprintf("%s --version: %v", path, err), "reinstall "+filepath.Base(path))
+		return
+	}
+	c.ok("runtime", path+": "+first)
+}
+
+// systemdRunDir exists while systemd runs as the init system.
+const systemdRunDir = "/run/systemd/system"
+
+// checkCgroupDriver reports [containerd] cgroup_driver; the systemd driver
+// fails where systemd is not running, as systemdDir's absence says.
+func checkCgroupDriver(c *checker, cfg *config.Config, systemdDir string) {
+	ns := cfg.Containerd.Namespace
+	if cfg.Containerd.CgroupDriver != config.CgroupDriverSystemd {
+		c.ok("cgroup driver", "cgroupfs: the runtime makes each sandbox's cgroup itself, at /"+ns+"/ID")
+		return
+	}
+	if fi, err := os.Stat(systemdDir); err != nil || !fi.IsDir() {
+		c.fail("cgroup driver", "systemd, but systemd is not running on this host (no "+systemdDir+")",
+			"set [containerd] cgroup_driver = \"cgroupfs\", or run the server on a host booted with systemd")
+		return
+	}
+	c.ok("cgroup driver", "systemd: each sandbox is the transient unit "+ns+"-ID.scope in "+sandboxoci.SystemdSlice)
 }
 
 // checkCgroups reports the cgroup version and whether the controllers the
