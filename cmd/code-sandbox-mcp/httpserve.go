@@ -258,6 +258,8 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst,
 		"per_client_sessions", ec.Sessions.MaxPerOwner, "max_request_bytes", hs.maxBody)
 	err = serveMCP(ctx, cfg, connect(ec, logger), hs.tel, principalOf, hs.tokens.Len(), aud, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+		// Under systemd (Type=notify): READY=1 once /healthz's check passes.
+		defer notifySystemd(ctx, env, lx.Ready, logger)()
 		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
 	}, server.WithToolHandlerMiddleware(hs.limits.Middleware))
 	aud.shutdown(ctx, err)
