@@ -460,17 +460,16 @@ func watchLoad() func() string {
 	}
 }
 
-// benchBinary builds the server once, into the harness directory.
+// benchBinary builds the server once, into the harness directory (or
+// takes SANDBOX_PREBUILT's).
 func benchBinary(b *testing.B) string {
 	b.Helper()
 	path := filepath.Join(testDir, "bench-bin", "code-sandbox-mcp")
 	if _, err := os.Stat(path); err == nil {
 		return path
 	}
-	cmd := osexec.Command("go", "build", "-o", path, "code-sandbox-mcp/cmd/code-sandbox-mcp")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
+	if err := goBuild("..", "code-sandbox-mcp", path, "code-sandbox-mcp/cmd/code-sandbox-mcp", nil, nil); err != nil {
+		b.Fatal(err)
 	}
 	return path
 }

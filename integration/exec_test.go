@@ -32,8 +32,10 @@ func testLimits() config.Limits {
 	return lim
 }
 
+// testLanguages are the tests' languages, on the runtime of the knobs
+// (SANDBOX_TEST_RUNTIME_BINARY, SANDBOX_TEST_CGROUP_DRIVER).
 func testLanguages() []config.Language {
-	return []config.Language{
+	return withTestRuntime([]config.Language{
 		{
 			Name:          "python",
 			Image:         pythonImage,
@@ -52,7 +54,7 @@ func testLanguages() []config.Language {
 			SessionDriver: "node",
 			Limits:        testLimits(),
 		},
-	}
+	})
 }
 
 // testLanguage returns the test language called name.
@@ -90,6 +92,8 @@ func startExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 	if edit != nil {
 		edit(&cfg)
 	}
+	// A test's own languages too.
+	cfg.Languages = withTestRuntime(cfg.Languages)
 	if cfg.Logger == nil {
 		// What the executor logged, shown if the test fails: registered
 		// first, so that it runs after Close.
@@ -623,8 +627,8 @@ func TestLiveServersLeaveEachOthersRunsAlone(t *testing.T) {
 
 func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "crashserver")
-	if out, err := osexec.Command("go", "build", "-o", bin, "./testdata/crashserver").CombinedOutput(); err != nil {
-		t.Fatalf("build crashserver: %v\n%s", err, out)
+	if err := goBuild("", "crashserver", bin, "./testdata/crashserver", nil, nil); err != nil {
+		t.Fatalf("build crashserver: %v", err)
 	}
 	stateDir := newStateDir(t)
 	// A range of three uids, apart from testUIDs: the crashing server's
@@ -767,8 +771,8 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 func startLeftShim(t *testing.T, id string) <-chan error {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "containerd-shim-runc-v2")
-	if out, err := osexec.Command("go", "build", "-o", bin, "./testdata/leftshim").CombinedOutput(); err != nil {
-		t.Fatalf("build leftshim: %v\n%s", err, out)
+	if err := goBuild("", "leftshim", bin, "./testdata/leftshim", nil, nil); err != nil {
+		t.Fatalf("build leftshim: %v", err)
 	}
 	cmd := osexec.Command(bin, "-namespace", testNamespace, "-id", id, "-address", testAddress)
 	if err := cmd.Start(); err != nil {
@@ -969,4 +973,39 @@ for (const line of require('fs').readFileSync('/proc/self/mountinfo', 'utf8').tr
 			t.Errorf("root mount: got %q (stderr %q, exit %d); want %q", res.Stdout, res.Stderr, res.ExitCode, want)
 		}
 	})
+}
+
+// A language's runtime binary reaches the runc shim, on 1.6 and 2.x
+// alike: a wrapper of the real one, given by its absolute path, logs each
+// command the shim runs it for, and the run still works through it.
+func TestRuntimeBinaryReachesTheShim(t *testing.T) {
+	real := "runc"
+	if testRuntimeBinary != "" {
+		real = testRuntimeBinary
+	}
+	real, err := osexec.LookPath(real)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	log := filepath.Join(dir, "calls")
+	wrapper := filepath.Join(dir, "runtime")
+	script := fmt.Sprintf("#!/bin/sh\necho \"$*\" >>%q\nexec %q \"$@\"\n", log, real)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e := newExecutor(t, func(c *exec.Config) {
+		c.Languages = c.Languages[:1]
+		c.Languages[0].RuntimeBinary = wrapper
+	})
+	if res := run(t, e, "python", "print('through the wrapper')"); string(res.Stdout) != "through the wrapper\n" {
+		t.Fatalf("stdout %q; want the program's line", res.Stdout)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatalf("the wrapper was never run: %v", err)
+	}
+	if !strings.Contains(string(b), " create ") {
+		t.Errorf("the wrapper's log has no create:\n%s", b)
+	}
 }

@@ -203,13 +203,8 @@ func newPrivateDaemon(t *testing.T) *privateDaemon {
 			t.Errorf("private daemon teardown: %v", err)
 		}
 		// The namespace is the run's: empty its cgroups for the next case.
-		for _, p := range namespaceCgroups(h.namespace) {
-			ents, _ := os.ReadDir(p)
-			for _, e := range ents {
-				if e.IsDir() {
-					syscall.Rmdir(filepath.Join(p, e.Name()))
-				}
-			}
+		for _, d := range containerCgroups(h.namespace) {
+			syscall.Rmdir(d)
 		}
 		if t.Failed() {
 			d.dumpLog()
@@ -347,18 +342,10 @@ func (d *privateDaemon) assertNoLeftovers(t *testing.T, stateDir string) {
 }
 
 // namespaceCgroupDirs lists the cgroup directories of namespace's
-// containers, in every hierarchy.
+// containers, in every hierarchy, where the test driver puts them (see
+// containerCgroups).
 func namespaceCgroupDirs(namespace string) []string {
-	var out []string
-	for _, p := range namespaceCgroups(namespace) {
-		ents, _ := os.ReadDir(p)
-		for _, e := range ents {
-			if e.IsDir() {
-				out = append(out, filepath.Join(p, e.Name()))
-			}
-		}
-	}
-	return out
+	return containerCgroups(namespace)
 }
 
 // sandboxProcesses lists, as "pid: command line", the processes of the

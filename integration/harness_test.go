@@ -26,6 +26,9 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/containerd/v2/pkg/oci"
 	"github.com/containerd/errdefs"
+
+	"code-sandbox-mcp/config"
+	sandboxoci "code-sandbox-mcp/oci"
 )
 
 // testNamespace is the containerd namespace every test object lives in.
@@ -232,6 +235,9 @@ type harness struct {
 	exited             chan struct{} // closed when the daemon has exited
 	// ids of every container the teardown found, for runc and cgroups.
 	ids []string
+	// root is the daemon's root when it is not dir/root: the shared
+	// daemon's under SANDBOX_CONTAINERD_ROOT, kept with its images.
+	root string
 }
 
 func (h *harness) logPath() string { return filepath.Join(h.dir, "containerd.log") }
@@ -242,6 +248,7 @@ func (h *harness) start() error {
 	sweepStale()
 
 	h.namespace = testNamespace
+	h.root = h.cfg.root
 	dir, err := os.MkdirTemp("", harnessPrefix)
 	if err != nil {
 		return err
@@ -272,8 +279,20 @@ func (h *harness) start() error {
 	if err != nil {
 		return fmt.Errorf("containerd version: %w", err)
 	}
-	fmt.Fprintf(os.Stderr, "integration: containerd %s (%s), shims from %s, socket %s\n",
-		v.Version, h.cfg.containerd, h.cfg.shimDir, testAddress)
+	fmt.Fprintf(os.Stderr, "integration: containerd %s (%s), shims from %s, socket %s; %s\n",
+		v.Version, h.cfg.containerd, h.cfg.shimDir, testAddress, runtimeChoice())
+	if h.root != "" {
+		// A run killed in mid-test left its objects in the kept root.
+		fmt.Fprintf(os.Stderr, "integration: containerd root %s (SANDBOX_CONTAINERD_ROOT), kept\n", h.root)
+		if err := h.deleteContainers(); err != nil {
+			return fmt.Errorf("clear what a killed run left in %s: %w", h.root, err)
+		}
+		if len(h.ids) > 0 {
+			fmt.Fprintf(os.Stderr, "integration: deleted %d containers a killed run left in %s\n", len(h.ids), h.root)
+			removeCgroups(h.namespace, deleteRuncState(h.dir, h.namespace, h.ids))
+			h.ids = nil
+		}
+	}
 	return ensureImages(ctx, h)
 }
 
@@ -281,7 +300,11 @@ func (h *harness) start() error {
 // h.address; the log is appended to, so a restart keeps the earlier one.
 func (h *harness) launch() error {
 	config := filepath.Join(h.dir, "config.toml")
-	if err := os.WriteFile(config, []byte(daemonConfig(h.dir, h.address)), 0o600); err != nil {
+	root := h.root
+	if root == "" {
+		root = filepath.Join(h.dir, "root")
+	}
+	if err := os.WriteFile(config, []byte(daemonConfig(root, filepath.Join(h.dir, "state"), h.address)), 0o600); err != nil {
 		return err
 	}
 	logf, err := os.OpenFile(h.logPath(), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -351,11 +374,12 @@ func (h *harness) connect() error {
 	}
 }
 
-// daemonConfig is a containerd config that keeps everything under dir and
-// loads nothing the tests do not need. Version 2 is read by 1.6 and
+// daemonConfig is a containerd config with root and state where given
+// (under the harness directory but for SANDBOX_CONTAINERD_ROOT) that loads
+// nothing the tests do not need. Version 2 is read by 1.6 and
 // migrated by 2.x. Unknown ids in disabled_plugins are ignored, so the
 // list names both generations' plugins.
-func daemonConfig(dir, address string) string {
+func daemonConfig(root, state, address string) string {
 	return fmt.Sprintf(`version = 2
 root = %q
 state = %q
@@ -384,7 +408,7 @@ disabled_plugins = [
 
 [metrics]
   address = ""
-`, filepath.Join(dir, "root"), filepath.Join(dir, "state"), address, address+".ttrpc")
+`, root, state, address, address+".ttrpc")
 }
 
 // daemonEnv is this process's environment with shimDir first on PATH:
@@ -550,9 +574,18 @@ func deleteRuncState(dir, namespace string, ids []string) []string {
 		}
 	}
 	root := filepath.Join("/run/containerd/runc", namespace)
+	bin := "runc"
+	if testRuntimeBinary != "" {
+		// crun keeps its state in the same --root, in its own format.
+		bin = testRuntimeBinary
+	}
 	for _, id := range ids {
 		if _, err := os.Stat(filepath.Join(root, id)); err == nil {
-			exec.Command("runc", "--root", root, "delete", "--force", id).Run()
+			args := []string{"--root", root, "delete", "--force", id}
+			if testCgroupDriver == config.CgroupDriverSystemd {
+				args = append([]string{"--systemd-cgroup"}, args...)
+			}
+			exec.Command(bin, args...).Run()
 		}
 	}
 	// The namespace's directory, once empty; a run going on beside this
@@ -593,13 +626,55 @@ func sweepStale() {
 }
 
 // namespaceCgroups lists the parent cgroups of namespace's containers that
-// exist: /sys/fs/cgroup/*/NAMESPACE on v1, /sys/fs/cgroup/NAMESPACE on v2.
+// exist under the cgroupfs driver: /sys/fs/cgroup/*/NAMESPACE on v1,
+// /sys/fs/cgroup/NAMESPACE on v2. Under systemd there is none of the
+// namespace's own: its containers are units of system.slice (see
+// containerCgroups).
 func namespaceCgroups(namespace string) []string {
+	if testCgroupDriver == config.CgroupDriverSystemd {
+		return nil
+	}
 	parents, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", namespace))
 	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup", namespace, "cgroup.procs")); err == nil {
 		parents = append(parents, filepath.Join("/sys/fs/cgroup", namespace))
 	}
 	return parents
+}
+
+// containerCgroups lists the cgroup directories of namespace's containers
+// that exist, in every hierarchy: the children of namespaceCgroups under
+// cgroupfs; under systemd the scopes NAMESPACE-*.scope of system.slice,
+// v2's and each v1 controller's.
+func containerCgroups(namespace string) []string {
+	if testCgroupDriver == config.CgroupDriverSystemd {
+		pattern := namespace + "-*.scope"
+		v1, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", sandboxoci.SystemdSlice, pattern))
+		v2, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", sandboxoci.SystemdSlice, pattern))
+		return append(v1, v2...)
+	}
+	var out []string
+	for _, p := range namespaceCgroups(namespace) {
+		ents, _ := os.ReadDir(p)
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, filepath.Join(p, e.Name()))
+			}
+		}
+	}
+	return out
+}
+
+// sandboxCgroup is the cgroup directory of container id of namespace, in
+// controller's v1 hierarchy ("" on v2, or for the unified root): where
+// the test driver (SANDBOX_TEST_CGROUP_DRIVER) has the runtime put it.
+// cgroupfs: containerd's default cgroupsPath /NAMESPACE/ID; systemd: the
+// unit NAMESPACE-ID.scope in system.slice (see oci.SystemdCgroupsPath).
+func sandboxCgroup(controller, namespace, id string) string {
+	rel := filepath.Join(namespace, id)
+	if testCgroupDriver == config.CgroupDriverSystemd {
+		rel = filepath.Join(sandboxoci.SystemdSlice, namespace+"-"+id+".scope")
+	}
+	return filepath.Join("/sys/fs/cgroup", controller, rel)
 }
 
 // isShim reports whether args is a runc shim's command line.
@@ -723,6 +798,9 @@ func removeCgroups(namespace string, ids []string) error {
 	if namespace == "" {
 		return errors.New("remove cgroups: no namespace")
 	}
+	if testCgroupDriver == config.CgroupDriverSystemd {
+		return removeScopes(namespace, ids)
+	}
 	parents := namespaceCgroups(namespace)
 	var errs []error
 	for _, p := range parents {
@@ -746,6 +824,34 @@ func removeCgroups(namespace string, ids []string) error {
 		// Busy or not empty: another run's, or one we could not clean.
 		if err := syscall.Rmdir(p); err != nil && !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.ENOENT) {
 			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", p, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeScopes is removeCgroups under the systemd driver: the cgroups of
+// ids' units, then any other empty scope of namespace in system.slice,
+// with rmdir only. The slice is systemd's, and stays.
+func removeScopes(namespace string, ids []string) error {
+	var errs []error
+	var dirs []string
+	for _, id := range ids {
+		dirs = append(dirs, sandboxCgroup("", namespace, id))
+		for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "blkio", "devices", "freezer", "cpuset"} {
+			dirs = append(dirs, sandboxCgroup(c, namespace, id))
+		}
+	}
+	for _, d := range dirs {
+		if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		}
+	}
+	for _, d := range containerCgroups(namespace) {
+		if fi, err := os.Stat(d); err != nil || time.Since(fi.ModTime()) < 5*time.Second {
+			continue
+		}
+		if err := syscall.Rmdir(d); err == nil {
+			fmt.Fprintf(os.Stderr, "integration: removed cgroup %s, which a run left behind\n", d)
 		}
 	}
 	return errors.Join(errs...)

@@ -510,13 +510,13 @@ func cgroupLimitFiles(id string) map[string]string {
 	out := map[string]string{}
 	if cgroupV2() {
 		for _, f := range []string{"memory.max", "memory.swap.max", "pids.max", "cpu.max"} {
-			out[f] = filepath.Join("/sys/fs/cgroup", testNamespace, id, f)
+			out[f] = filepath.Join(sandboxCgroup("", testNamespace, id), f)
 		}
 		return out
 	}
 	for _, f := range []string{"memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "pids.max", "cpu.cfs_quota_us", "cpu.cfs_period_us"} {
 		controller, _, _ := strings.Cut(f, ".")
-		out[f] = filepath.Join("/sys/fs/cgroup", controller, testNamespace, id, f)
+		out[f] = filepath.Join(sandboxCgroup(controller, testNamespace, id), f)
 	}
 	return out
 }
@@ -617,7 +617,7 @@ func (w *startWatch) sawCgroup(id string) bool {
 func cpuUsage(t *testing.T, id string) int64 {
 	t.Helper()
 	if cgroupV2() {
-		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", testNamespace, id, "cpu.stat"))
+		b, err := os.ReadFile(filepath.Join(sandboxCgroup("", testNamespace, id), "cpu.stat"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -632,7 +632,7 @@ func cpuUsage(t *testing.T, id string) int64 {
 		}
 		t.Fatalf("cpu.stat of %s has no usage_usec", id)
 	}
-	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", testNamespace, id, "cpuacct.usage"))
+	b, err := os.ReadFile(filepath.Join(sandboxCgroup("cpuacct", testNamespace, id), "cpuacct.usage"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,18 +651,17 @@ func cgroupV2() bool {
 	return err == nil
 }
 
-// cgroupDirs returns the cgroup directories of sandbox id. containerd's
-// default spec puts a container in cgroupsPath /NAMESPACE/ID and the runc
-// shim uses the cgroupfs driver, so on v1 that path is under each
-// controller's hierarchy (we look at the ones our limits use) and on v2
+// cgroupDirs returns the cgroup directories of sandbox id, where the test
+// cgroup driver puts them (see sandboxCgroup): on v1 under each
+// controller's hierarchy (we look at the ones our limits use), on v2
 // under the unified root.
 func cgroupDirs(id string) []string {
 	if cgroupV2() {
-		return []string{filepath.Join("/sys/fs/cgroup", testNamespace, id)}
+		return []string{sandboxCgroup("", testNamespace, id)}
 	}
 	var out []string
 	for _, c := range []string{"memory", "pids", "cpu"} {
-		out = append(out, filepath.Join("/sys/fs/cgroup", c, testNamespace, id))
+		out = append(out, sandboxCgroup(c, testNamespace, id))
 	}
 	return out
 }

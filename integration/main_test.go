@@ -20,6 +20,39 @@
 //	                     alone, which no daemon changes, runs in one of
 //	                     them only (see serverOnly); unset, every test
 //	                     runs.
+//	SANDBOX_TEST_RUNTIME_BINARY
+//	                     the OCI runtime the runc shim runs ([containerd]
+//	                     runtime_binary: "runc", "crun" or a path) for
+//	                     every server and executor the tests start, the
+//	                     testdata programs that make one included; unset
+//	                     is the shim's default, runc.
+//	SANDBOX_TEST_CGROUP_DRIVER
+//	                     "cgroupfs" (the default) or "systemd" ([containerd]
+//	                     cgroup_driver), for the same; the tests look for
+//	                     a sandbox's cgroup where that driver puts it (see
+//	                     sandboxCgroup). systemd needs systemd as pid 1.
+//	SANDBOX_PREBUILT     a directory of the programs the tests would build
+//	                     with go build, for a host with no Go toolchain:
+//	                     each is taken from DIR/NAME instead, and a missing
+//	                     one fails the test that needs it, saying how to
+//	                     build it. The names (see prebuiltNames):
+//	                     code-sandbox-mcp (the server: go build -o
+//	                     DIR/code-sandbox-mcp ./cmd/code-sandbox-mcp),
+//	                     crashserver, leftshim, hello, stubsh and exitsh
+//	                     (CGO_ENABLED=0 go build -o DIR/NAME
+//	                     ./integration/testdata/NAME).
+//	SANDBOX_CONTAINERD_ROOT
+//	                     the shared daemon's containerd root, instead of
+//	                     a new one in the harness directory: seeded with
+//	                     the images imported and unpacked, nothing is
+//	                     imported. Teardown deletes every container, task
+//	                     and active snapshot of testNamespace in it, and
+//	                     keeps the root and its images; so does the start
+//	                     of the next run, for what a killed run left
+//	                     there. One run at a time may use a root. The
+//	                     fault tests' private daemons still import.
+//
+// The runtime choice is logged once, as the harness starts.
 //
 // The executor's tests drive package exec; the MCP, isolation, fault and
 // benchmark tests drive the real binary over stdio, as a client would, and
@@ -35,6 +68,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,7 +144,22 @@ type harnessConfig struct {
 	containerd string   // the daemon's binary
 	shimDir    string   // put first on the daemon's PATH
 	images     []string // archives to import
+	// root is SANDBOX_CONTAINERD_ROOT: the shared daemon's root, if not
+	// a new one.
+	root string
 }
+
+// Set from the environment by harnessConfigFromEnv, before any test runs.
+var (
+	// testRuntimeBinary is SANDBOX_TEST_RUNTIME_BINARY; "" is the runc
+	// shim's default.
+	testRuntimeBinary string
+	// testCgroupDriver is SANDBOX_TEST_CGROUP_DRIVER, config's cgroupfs
+	// when unset.
+	testCgroupDriver = config.CgroupDriverCgroupfs
+	// prebuiltDir is SANDBOX_PREBUILT; "" builds every program.
+	prebuiltDir string
+)
 
 // harnessConfigFromEnv reads the environment. Its error is a skipError when
 // the run is optional and something it needs is missing.
@@ -155,6 +204,12 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 	if _, err := os.Stat(filepath.Join(cfg.shimDir, "containerd-shim-runc-v2")); err != nil {
 		return missing("no containerd-shim-runc-v2 in %s (SANDBOX_SHIM_DIR)", cfg.shimDir)
 	}
+	if v := os.Getenv("SANDBOX_CONTAINERD_ROOT"); v != "" {
+		if !filepath.IsAbs(v) {
+			return cfg, fmt.Errorf("SANDBOX_CONTAINERD_ROOT=%s is not an absolute path", v)
+		}
+		cfg.root = v
+	}
 	for _, p := range strings.Split(os.Getenv("SANDBOX_IMAGES"), ":") {
 		if p == "" {
 			continue
@@ -164,8 +219,25 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 		}
 		cfg.images = append(cfg.images, p)
 	}
-	if len(cfg.images) == 0 {
+	if len(cfg.images) == 0 && cfg.root == "" {
 		return missing("SANDBOX_IMAGES names no image archives (scripts/setup archives builds them)")
+	}
+	testRuntimeBinary = os.Getenv("SANDBOX_TEST_RUNTIME_BINARY")
+	switch v := os.Getenv("SANDBOX_TEST_CGROUP_DRIVER"); v {
+	case "":
+	case config.CgroupDriverCgroupfs, config.CgroupDriverSystemd:
+		testCgroupDriver = v
+	default:
+		return cfg, fmt.Errorf("SANDBOX_TEST_CGROUP_DRIVER=%q: want %q or %q", v, config.CgroupDriverCgroupfs, config.CgroupDriverSystemd)
+	}
+	if _, err := config.Parse(testContainerdTOML(), "SANDBOX_TEST_RUNTIME_BINARY"); err != nil {
+		return cfg, err
+	}
+	if v := os.Getenv("SANDBOX_PREBUILT"); v != "" {
+		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
+			return cfg, fmt.Errorf("SANDBOX_PREBUILT=%s is not a directory", v)
+		}
+		prebuiltDir = v
 	}
 	if v := os.Getenv("SANDBOX_TEST_UIDS"); v != "" {
 		r, err := config.ParseUIDRange(v)
@@ -222,4 +294,80 @@ func serverOnly(t *testing.T, run string) {
 	if this := os.Getenv("SANDBOX_RUN"); this != "" && this != run && (this == "1.6" || this == "2.x") {
 		t.Skipf("a test of the server alone: it runs in the run against containerd %s (SANDBOX_RUN), not in this one (%s)", run, this)
 	}
+}
+
+// prebuiltNames are the programs SANDBOX_PREBUILT must hold: the server
+// and the testdata programs the tests build.
+var prebuiltNames = []string{"code-sandbox-mcp", "crashserver", "leftshim", "hello", "stubsh", "exitsh"}
+
+// goBuild puts the program name at out: go build of pkg (with flags, in
+// dir, with env added to this process's), or, under SANDBOX_PREBUILT, a
+// copy of DIR/name, which a host without Go provides.
+func goBuild(dir, name, out, pkg string, flags, env []string) error {
+	if !slices.Contains(prebuiltNames, name) {
+		// So that the list, and the package doc the VM script reads,
+		// name every program a test builds.
+		return fmt.Errorf("%s is not in prebuiltNames; add it there and to the package doc's SANDBOX_PREBUILT", name)
+	}
+	if prebuiltDir != "" {
+		src := filepath.Join(prebuiltDir, name)
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return fmt.Errorf("SANDBOX_PREBUILT: %w; build it with `CGO_ENABLED=0 go build -o %s %s` from the repository's root", err, src, prebuiltPackage(name))
+		}
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(out, b, 0o755)
+	}
+	cmd := exec.Command("go", append(append(append([]string{"build"}, flags...), "-o", out), pkg)...)
+	cmd.Dir = dir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// prebuiltPackage is the package of the program name, from the
+// repository's root.
+func prebuiltPackage(name string) string {
+	if name == "code-sandbox-mcp" {
+		return "./cmd/code-sandbox-mcp"
+	}
+	return "./integration/testdata/" + name
+}
+
+// testContainerdTOML is the [containerd] table of the runtime knobs, for
+// a server's configuration; empty when neither is set.
+func testContainerdTOML() string {
+	if testRuntimeBinary == "" && testCgroupDriver == config.CgroupDriverCgroupfs {
+		return ""
+	}
+	return fmt.Sprintf("[containerd]\nruntime_binary = %q\ncgroup_driver = %q\n", testRuntimeBinary, testCgroupDriver)
+}
+
+// withTestRuntime gives every language of langs that does not choose its
+// own the runtime binary and cgroup driver of the knobs.
+func withTestRuntime(langs []config.Language) []config.Language {
+	for i := range langs {
+		if langs[i].RuntimeBinary == "" {
+			langs[i].RuntimeBinary = testRuntimeBinary
+		}
+		if langs[i].CgroupDriver == "" {
+			langs[i].CgroupDriver = testCgroupDriver
+		}
+	}
+	return langs
+}
+
+// runtimeChoice says which runtime and cgroup driver the tests use.
+func runtimeChoice() string {
+	bin := testRuntimeBinary
+	if bin == "" {
+		bin = "the shim's default (runc)"
+	}
+	return fmt.Sprintf("runtime binary %s, cgroup driver %s", bin, testCgroupDriver)
 }

@@ -41,7 +41,8 @@ var (
 	serverBuildFlags []string
 )
 
-// mcpBinary builds the binary once per run, into the harness directory.
+// mcpBinary builds the binary once per run, into the harness directory
+// (or takes SANDBOX_PREBUILT's).
 func mcpBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -50,12 +51,7 @@ func mcpBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "code-sandbox-mcp")
-		args := append(append([]string{"build"}, serverBuildFlags...), "-o", binPath, "code-sandbox-mcp/cmd/code-sandbox-mcp")
-		cmd := osexec.Command("go", args...)
-		cmd.Dir = ".."
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
+		binErr = goBuild("..", "code-sandbox-mcp", binPath, "code-sandbox-mcp/cmd/code-sandbox-mcp", serverBuildFlags, nil)
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
@@ -108,7 +104,7 @@ type serverSpec struct {
 	env         []string // the server's whole environment, besides PATH
 	concurrency int      // [sandbox] concurrency; 0 means 4
 	sandbox     string   // more lines for the [sandbox] table
-	config      string   // more TOML tables (not [sandbox])
+	config      string   // more TOML tables (not [sandbox], nor [containerd], which the runtime knobs may set)
 }
 
 // serverCommand returns the command for a server on the test daemon with
@@ -122,7 +118,7 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 	if concurrency == 0 {
 		concurrency = 4
 	}
-	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n", stateDir, concurrency, spec.sandbox, spec.config), testUIDLockDir())
+	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n%s", stateDir, concurrency, spec.sandbox, testContainerdTOML(), spec.config), testUIDLockDir())
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

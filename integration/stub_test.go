@@ -6,7 +6,6 @@ import (
 	"context"
 	"log/slog"
 	"os"
-	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,10 +52,8 @@ func staticRootfs(t *testing.T, files map[string]string) *bytes.Buffer {
 	}
 	for path, pkg := range files {
 		bin := filepath.Join(dir, filepath.Base(pkg))
-		build := osexec.Command("go", "build", "-o", bin, "./testdata/"+pkg)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", pkg, err, out)
+		if err := goBuild("", pkg, bin, "./testdata/"+pkg, nil, []string{"CGO_ENABLED=0"}); err != nil {
+			t.Fatalf("build %s: %v", pkg, err)
 		}
 		b, err := os.ReadFile(bin)
 		if err != nil {

@@ -4,7 +4,11 @@
 // checks that the next executor reaps what it left: the running sandbox
 // and the ready one.
 //
-// Usage: crashserver ADDRESS NAMESPACE STATE_DIR IMAGE
+// Usage: crashserver ADDRESS NAMESPACE STATE_DIR IMAGE UID_LOCK_DIR UID_RANGE
+//
+// Its sandboxes run on the harness's runtime knobs, from the environment
+// it inherits: SANDBOX_TEST_RUNTIME_BINARY and SANDBOX_TEST_CGROUP_DRIVER
+// (see package integration).
 package main
 
 import (
@@ -40,6 +44,9 @@ func main() {
 			Command: []string{"python3"},
 			File:    "main.py",
 			Pool:    1,
+			// The harness checked them (SANDBOX_TEST_*).
+			RuntimeBinary: os.Getenv("SANDBOX_TEST_RUNTIME_BINARY"),
+			CgroupDriver:  os.Getenv("SANDBOX_TEST_CGROUP_DRIVER"),
 			Limits: config.Limits{
 				MemoryBytes: 128 << 20, CPUs: 1, Pids: 64, TmpBytes: 1 << 20, ShmBytes: 1 << 20,
 				FileBytes: 1 << 20, OpenFiles: 64, Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute,
