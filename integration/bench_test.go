@@ -294,7 +294,7 @@ func BenchmarkSideBySide(b *testing.B) {
 
 	// The ceiling of containerd and runc here, with no server running.
 	if part("platform") {
-		rep.Throughput = append(rep.Throughput, platformThroughput(b, 8, 8*time.Second))
+		rep.Throughput = append(rep.Throughput, platformThroughput(b, 8, 8*time.Second, ""))
 	}
 
 	// On demand.
