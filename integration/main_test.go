@@ -31,6 +31,10 @@
 //	                     cgroup_driver), for the same; the tests look for
 //	                     a sandbox's cgroup where that driver puts it (see
 //	                     sandboxCgroup). systemd needs systemd as pid 1.
+//	SANDBOX_TEST_NO_POOLS
+//	                     1: the servers the tests start keep no ready
+//	                     sandboxes (see testNoPools), for a host as slow
+//	                     as software emulation.
 //	SANDBOX_PREBUILT     a directory of the programs the tests would build
 //	                     with go build, for a host with no Go toolchain:
 //	                     each is taken from DIR/NAME instead, and a missing
@@ -233,6 +237,13 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 	if _, err := config.Parse(testContainerdTOML(), "SANDBOX_TEST_RUNTIME_BINARY"); err != nil {
 		return cfg, err
 	}
+	switch v := os.Getenv("SANDBOX_TEST_NO_POOLS"); v {
+	case "", "0":
+	case "1":
+		testNoPools = true
+	default:
+		return cfg, fmt.Errorf("SANDBOX_TEST_NO_POOLS=%q: want 1 or unset", v)
+	}
 	if v := os.Getenv("SANDBOX_PREBUILT"); v != "" {
 		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
 			return cfg, fmt.Errorf("SANDBOX_PREBUILT=%s is not a directory", v)
@@ -338,6 +349,26 @@ func prebuiltPackage(name string) string {
 		return "./cmd/code-sandbox-mcp"
 	}
 	return "./integration/testdata/" + name
+}
+
+// testNoPools is SANDBOX_TEST_NO_POOLS=1: servers the tests start keep
+// no ready sandboxes (pool = 0 for both languages), unless the test's
+// own configuration names a language's table. Under software emulation
+// (make test-cgroupv2's VM) a warm refill costs seconds of CPU, starving
+// the runs under test, and a server's exit must delete its pools within
+// the bounds of its own Close and of the MCP client's shutdown (5 s in
+// all): both fail there for time alone. A sandbox made on demand has the
+// same spec, limits and cgroup as a pool's.
+var testNoPools bool
+
+// testPoolsTOML is the languages' pool = 0 for a server's configuration
+// config, under testNoPools; empty otherwise, or where config has a
+// language's own table.
+func testPoolsTOML(config string) string {
+	if !testNoPools || strings.Contains(config, "[languages.python]") || strings.Contains(config, "[languages.javascript]") {
+		return ""
+	}
+	return "\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"
 }
 
 // testContainerdTOML is the [containerd] table of the runtime knobs, for

@@ -118,7 +118,7 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 	if concurrency == 0 {
 		concurrency = 4
 	}
-	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n%s", stateDir, concurrency, spec.sandbox, testContainerdTOML(), spec.config), testUIDLockDir())
+	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n%s%s", stateDir, concurrency, spec.sandbox, testContainerdTOML(), spec.config, testPoolsTOML(spec.config)), testUIDLockDir())
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

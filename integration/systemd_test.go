@@ -126,7 +126,7 @@ func TestSystemdUnit(t *testing.T) {
 		}
 		writeFile(t, unitPath+".d/binary.conf", "[Service]\nExecStart=\n"+exec+"\n")
 	}
-	writeFile(t, unitConfigDir+"/sandbox.toml", string(toml))
+	writeFile(t, unitConfigDir+"/sandbox.toml", string(toml)+testPoolsTOML(string(toml)))
 	var token, stderr bytes.Buffer
 	tok := osexec.Command(bin, "token", "new", "systemd-test", "--append", unitConfigDir+"/tokens")
 	tok.Stdout, tok.Stderr = &token, &stderr
