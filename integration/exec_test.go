@@ -313,7 +313,7 @@ for (;;) {}
 		seen := make(chan []int, 1)
 		go func() {
 			// While the run lives, its sleep is a host process.
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			for deadline := time.Now().Add(time.Duration(scaled(10)) * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 				if p := hostProcesses("sleep\x00" + marker); len(p) > 0 {
 					seen <- p
 					return
@@ -322,7 +322,8 @@ for (;;) {}
 			seen <- nil
 		}()
 		start := time.Now()
-		res, err := e.Run(testContext(t), exec.Request{Language: lang, Code: code, Timeout: 3 * time.Second})
+		timeout := time.Duration(scaled(3)) * time.Second
+		res, err := e.Run(testContext(t), exec.Request{Language: lang, Code: code, Timeout: timeout})
 		if err != nil {
 			t.Fatalf("Run: %v", err)
 		}
@@ -339,8 +340,8 @@ for (;;) {}
 		if string(res.Stdout) != "started\n" || string(res.Stderr) != "to stderr\n" {
 			t.Errorf("got stdout %q stderr %q; want what was printed before the kill", res.Stdout, res.Stderr)
 		}
-		if took > 3*time.Second+5*time.Second {
-			t.Errorf("run took %s; want the kill soon after the 3s timeout", took)
+		if took > timeout+5*time.Second {
+			t.Errorf("run took %s; want the kill soon after the %s timeout", took, timeout)
 		}
 		if p := hostProcesses("sleep\x00" + marker); len(p) > 0 {
 			t.Errorf("processes %v of the sandbox outlived it", p)

@@ -50,9 +50,11 @@ type hostileRun struct {
 // hostileOpt changes how hostile calls the tool.
 type hostileOpt func(args map[string]any)
 
-// withTimeout asks for a run of at most sec seconds (timeout_seconds).
+// withTimeout asks for a run of at most sec seconds (timeout_seconds),
+// scaled by SANDBOX_TEST_TIME_SCALE (see scaled): stoppedAtDeadline, given
+// the same sec, expects the scaled deadline.
 func withTimeout(sec int) hostileOpt {
-	return func(args map[string]any) { args["timeout_seconds"] = sec }
+	return func(args map[string]any) { args["timeout_seconds"] = scaled(sec) }
 }
 
 // mode is how the isolation suite runs a hostile program: in a sandbox of
@@ -273,6 +275,7 @@ func (m mode) hostile(t *testing.T, s *mcpServer, lang, src string, opts ...host
 // by close_session (hostile), and afterCase checks that it is gone.
 func (m mode) stoppedAtDeadline(t *testing.T, r hostileRun, sec int) {
 	t.Helper()
+	sec = scaled(sec)
 	o := r.out
 	switch {
 	case !m.session:
@@ -704,8 +707,8 @@ func afterCase(t *testing.T, s *mcpServer, runs ...hostileRun) {
 	defer cancel()
 	start := time.Now()
 	r := s.call(ctx, t, "run_python_code", code(src))
-	if took := time.Since(start); r.text != "1\n" || r.isError || took > 10*time.Second {
-		t.Errorf("normal run after the hostile one: %q (isError %v) in %s; want 1 within 10s", r.text, r.isError, took.Round(time.Millisecond))
+	if took, within := time.Since(start), time.Duration(scaled(10))*time.Second; r.text != "1\n" || r.isError || took > within {
+		t.Errorf("normal run after the hostile one: %q (isError %v) in %s; want 1 within %s", r.text, r.isError, took.Round(time.Millisecond), within)
 	}
 
 	if len(ids) == 0 {

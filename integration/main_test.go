@@ -35,6 +35,10 @@
 //	                     1: the servers the tests start keep no ready
 //	                     sandboxes (see testNoPools), for a host as slow
 //	                     as software emulation.
+//	SANDBOX_TEST_TIME_SCALE
+//	                     N (1 to 10, default 1): the deadlines of the cases
+//	                     that would not hold on a host that slow are N
+//	                     times longer (see testTimeScale).
 //	SANDBOX_PREBUILT     a directory of the programs the tests would build
 //	                     with go build, for a host with no Go toolchain:
 //	                     each is taken from DIR/NAME instead, and a missing
@@ -73,6 +77,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -237,6 +242,13 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 	if _, err := config.Parse(testContainerdTOML(), "SANDBOX_TEST_RUNTIME_BINARY"); err != nil {
 		return cfg, err
 	}
+	if v := os.Getenv("SANDBOX_TEST_TIME_SCALE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10 {
+			return cfg, fmt.Errorf("SANDBOX_TEST_TIME_SCALE=%q: want a whole number from 1 to 10", v)
+		}
+		testTimeScale = n
+	}
 	switch v := os.Getenv("SANDBOX_TEST_NO_POOLS"); v {
 	case "", "0":
 	case "1":
@@ -369,6 +381,19 @@ func testPoolsTOML(config string) string {
 		return ""
 	}
 	return "\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"
+}
+
+// testTimeScale is SANDBOX_TEST_TIME_SCALE: how many times longer than
+// on a real host the deadlines of the cases that run against one are
+// (the hostile runs' timeout_seconds, the timeout test's, the normal run
+// after a hostile one). Under software emulation Node.js takes seconds to
+// start, longer than a 3 s deadline; what the cases assert stays the same.
+var testTimeScale = 1
+
+// scaled is sec seconds times testTimeScale, at most max_timeout's
+// default (120 s).
+func scaled(sec int) int {
+	return min(sec*testTimeScale, max(sec, 120))
 }
 
 // testContainerdTOML is the [containerd] table of the runtime knobs, for
