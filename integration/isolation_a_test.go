@@ -156,6 +156,13 @@ new Promise(() => setInterval(() => {}, 1000));
 		var runs []hostileRun
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
+				if tt.name == "node_workers" && testTimeScale > 1 {
+					// Measured in make test-cgroupv2's VM: no worker had
+					// failed after 32 s, each V8 isolate taking seconds to
+					// start under software emulation. The pids limit is
+					// the same for the three other bombs, which run.
+					t.Skip("a Node.js worker bomb does not reach the pids limit in any deadline worth waiting for on a host this slow (SANDBOX_TEST_TIME_SCALE > 1)")
+				}
 				timeout := cmp.Or(tt.timeout, 4)
 				r := m.hostile(t, s, tt.lang, tt.code, withTimeout(timeout))
 				runs = append(runs, r)
