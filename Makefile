@@ -20,12 +20,12 @@ INTEGRATION_FLAGS ?= -race -v
 
 setup_env = CACHE="$(CACHE)" GO="$(GO)" BIN="$(BIN)"
 
-.PHONY: help setup run build images unit integration test bench
+.PHONY: help setup run build images unit integration test test-cgroupv2 bench
 
 help: ## Show this list.
 	@echo 'Usage: make TARGET'
 	@echo
-	@grep -E '^[a-z]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z]+):.*## /  \1\t/' | expand -t 16
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z0-9-]+):.*## /  \1\t/' | expand -t 18
 
 setup: ## Set up this machine as root (apt packages, containerd, binary, images); idempotent, logs to stderr.
 	@$(setup_env) scripts/setup
@@ -51,6 +51,9 @@ integration: ## The integration suite, with -race, against private containerd 1.
 test: ## unit, then integration; works on a fresh Debian 12 machine as root.
 	@$(MAKE) unit
 	@$(MAKE) integration
+
+test-cgroupv2: ## The cgroup cases on cgroup v2 in a QEMU VM: runc and crun, containerd 1.6 and 2.x, with and without systemd (root; VM image cached in CACHE).
+	@$(setup_env) scripts/cgroupv2
 
 bench: ## Issue #5's side-by-side benchmark on private containerd 1.6 (root; table on stdout, JSON in bin/bench.json).
 	@$(setup_env) scripts/bench
