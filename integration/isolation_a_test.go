@@ -156,7 +156,7 @@ new Promise(() => setInterval(() => {}, 1000));
 		var runs []hostileRun
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
-				if tt.name == "node_workers" && testTimeScale > 1 {
+				if tt.name == "node workers" && testTimeScale > 1 {
 					// Measured in make test-cgroupv2's VM: no worker had
 					// failed after 32 s, each V8 isolate taking seconds to
 					// start under software emulation. The pids limit is
