@@ -4,7 +4,6 @@ import (
 	"embed"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/containerd/errdefs"
@@ -44,7 +43,7 @@ func writeDriver(code, name string) ([]string, error) {
 	}
 	data, err := sessionDrivers.ReadFile("drivers/" + d.file)
 	if err == nil {
-		err = os.WriteFile(filepath.Join(code, d.file), data, 0o444)
+		err = writeReadable(filepath.Join(code, d.file), data, 0o444)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write the session driver: %w", err)

@@ -38,7 +38,7 @@ func writePythonHook(dir string, figures bool) (string, error) {
 		}
 		data, err := pythonHook.ReadFile(f)
 		if err == nil {
-			err = os.WriteFile(filepath.Join(hooks, filepath.Base(f)), data, 0o644)
+			err = writeReadable(filepath.Join(hooks, filepath.Base(f)), data, 0o644)
 		}
 		if err != nil {
 			return "", fmt.Errorf("write the Python hook: %w", err)
@@ -57,7 +57,7 @@ func writeNodeHook(dir string) (string, error) {
 	}
 	data, err := sessionDrivers.ReadFile("drivers/warm.js")
 	if err == nil {
-		err = os.WriteFile(filepath.Join(hooks, "warm.js"), data, 0o644)
+		err = writeReadable(filepath.Join(hooks, "warm.js"), data, 0o644)
 	}
 	if err != nil {
 		return "", fmt.Errorf("write the Node.js warm start: %w", err)
@@ -76,4 +76,14 @@ func makeHookDir(dir string) (string, error) {
 		return "", fmt.Errorf("create the hook directory: %w", err)
 	}
 	return hooks, nil
+}
+
+// writeReadable writes a file that the sandbox's user reads through a
+// read-only mount, with mode perm whatever the server's umask: a service
+// run with UMask=0077 would otherwise leave it unreadable to that user.
+func writeReadable(path string, data []byte, perm os.FileMode) error {
+	if err := os.WriteFile(path, data, perm); err != nil {
+		return err
+	}
+	return os.Chmod(path, perm)
 }

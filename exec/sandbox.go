@@ -551,10 +551,7 @@ func (s *sandbox) containerdExit(exited <-chan containerd.ExitStatus, code uint3
 // partial file, and says where and how much room there was.
 func (s *sandbox) writeProgram(program string) error {
 	f := filepath.Join(s.dir, "code", s.lang.File)
-	err := os.WriteFile(f, []byte(program), 0o444)
-	if err == nil {
-		err = os.Chmod(f, 0o444)
-	}
+	err := writeReadable(f, []byte(program), 0o444)
 	if err == nil {
 		return nil
 	}
