@@ -99,6 +99,7 @@ type Executor struct {
 
 	events *eventWatch
 	exits  *exitWatch
+	ooms   *oomWatch
 
 	sessions sessionTable
 }
@@ -180,6 +181,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	e.events = watchEvents(closing, c, cfg.Namespace, log, e.imageChanged)
 	e.exits = watchExits(closing, log)
+	e.ooms = watchOOMs(closing, log)
 	go e.retryLoop()
 	return e, nil
 }
@@ -265,6 +267,7 @@ func (e *Executor) shutdown() error {
 	e.preparing.Wait()
 	e.events.wait()
 	e.exits.wait()
+	e.ooms.wait()
 	return errors.Join(err, e.client.Close())
 }
 

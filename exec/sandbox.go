@@ -44,6 +44,7 @@ type sandbox struct {
 	stopOOM   func()
 	exit      *exitInfo // how the kernel says its process ended
 	memCgroup string    // host directory of its memory cgroup; "" if unknown
+	ooms      *oomCount // its memory cgroup's count of OOM kills
 	// oomsTold counts the OOM kills in its memory cgroup that are not its
 	// process's to explain: in a session, those before the cell now
 	// running, which a result told of or will (see runInSession). Zero
@@ -153,9 +154,11 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	// The task's process is the program's, from the stub or runc's init
 	// to the interpreter: the same pid.
 	s.exit = e.exits.track(s.task.Pid())
-	// Its memory cgroup counts the OOM killer's kills for explain, which
-	// reads it while the cgroup still exists.
+	// Its memory cgroup counts the OOM killer's kills for explain; the
+	// watch keeps the count should the cgroup go with the exit, as a
+	// systemd scope's does.
 	s.memCgroup = memoryCgroup(s.task.Pid())
+	s.ooms = e.ooms.track(s.memCgroup)
 	if err := sameWorkspace(s.task.Pid(), filepath.Join(s.dir, workspaceDir)); err != nil {
 		return nil, err
 	}
@@ -442,7 +445,7 @@ func (s *sandbox) explain(res *Result, code uint32) {
 // oomCounted reports whether the sandbox's memory cgroup counted more
 // than told OOM kills.
 func (s *sandbox) oomCounted(told uint64) bool {
-	n, ok := oomKills(s.memCgroup)
+	n, ok := s.ooms.kills()
 	return ok && n > told
 }
 
@@ -625,6 +628,7 @@ func (s *sandbox) destroy(ctx context.Context) {
 	if s.stopOOM != nil {
 		s.stopOOM()
 	}
+	s.e.ooms.untrack(s.ooms)
 	if s.exit != nil {
 		s.e.exits.untrack(s.task.Pid())
 	}

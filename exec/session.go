@@ -376,7 +376,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	// the sandbox's explain no longer counts them, and if this call
 	// returns no result the next one tells of them.
 	told := ss.sb.oomsTold.Load()
-	ooms, _ := oomKills(ss.sb.memCgroup)
+	ooms, _ := ss.sb.ooms.kills()
 	ooms = max(ooms, told)
 	ss.sb.oomsTold.Store(ooms)
 	reported := false
@@ -414,7 +414,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	}
 	// Read while the cgroup exists: a session that must end is ended
 	// below.
-	now, ok := oomKills(ss.sb.memCgroup)
+	now, ok := ss.sb.ooms.kills()
 	if ok && now > ooms {
 		res.OOMKilled = true
 	}

@@ -1,0 +1,151 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// oomWatch keeps, for each live sandbox on cgroup v2, the last count of
+// OOM kills its memory cgroup's memory.events gave, read again whenever
+// the kernel says the file changed (one inotify instance for the whole
+// executor: root's inotify instances are a budget of the whole host). The
+// kernel bumps that count when it sends its kill, before the process is
+// gone; under the systemd cgroup driver systemd removes a scope's cgroup
+// as soon as its last process is, so after the exit the count may be gone
+// with it. On cgroup v1, memory.oom_control tells of nothing through
+// inotify; there the count is read once, at tracking, and after the exit.
+type oomWatch struct {
+	f       *os.File // nil where inotify is not available
+	mu      sync.Mutex
+	byWD    map[int32]*oomCount
+	stopped chan struct{}
+}
+
+// oomCount is one sandbox's count of OOM kills, as last read.
+type oomCount struct {
+	dir  string
+	wd   int32 // -1 if not watched
+	last atomic.Uint64
+	read atomic.Bool // last holds a count read
+}
+
+func watchOOMs(ctx context.Context, log *slog.Logger) *oomWatch {
+	w := &oomWatch{byWD: map[int32]*oomCount{}, stopped: make(chan struct{})}
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		log.Info("inotify is not available: an OOM kill is told from containerd's event and the count read after the exit only", "err", err)
+		close(w.stopped)
+		return w
+	}
+	w.f = os.NewFile(uintptr(fd), "inotify-memory-events")
+	go func() {
+		<-ctx.Done()
+		w.f.Close()
+	}()
+	go w.follow()
+	return w
+}
+
+func (w *oomWatch) follow() {
+	defer close(w.stopped)
+	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
+	for {
+		n, err := w.f.Read(buf)
+		if err != nil {
+			return
+		}
+		for off := 0; off+unix.SizeofInotifyEvent <= n; {
+			wd := int32(binary.NativeEndian.Uint32(buf[off:]))
+			length := binary.NativeEndian.Uint32(buf[off+12:])
+			off += unix.SizeofInotifyEvent + int(length)
+			w.mu.Lock()
+			c := w.byWD[wd]
+			w.mu.Unlock()
+			if c != nil {
+				c.update()
+			}
+		}
+	}
+}
+
+// track starts following the memory cgroup at dir ("" for none) and reads
+// its count once.
+func (w *oomWatch) track(dir string) *oomCount {
+	c := &oomCount{dir: dir, wd: -1}
+	if dir == "" {
+		return c
+	}
+	w.withFD(func(fd int) {
+		if wd, err := unix.InotifyAddWatch(fd, filepath.Join(dir, "memory.events"), unix.IN_MODIFY); err == nil {
+			c.wd = int32(wd)
+			w.mu.Lock()
+			w.byWD[c.wd] = c
+			w.mu.Unlock()
+		}
+	})
+	c.update()
+	return c
+}
+
+// untrack stops following c.
+func (w *oomWatch) untrack(c *oomCount) {
+	if c == nil || c.wd < 0 {
+		return
+	}
+	w.mu.Lock()
+	delete(w.byWD, c.wd)
+	w.mu.Unlock()
+	// Fails harmlessly where the cgroup, and with it the watch, is gone.
+	w.withFD(func(fd int) { unix.InotifyRmWatch(fd, uint32(c.wd)) })
+}
+
+// withFD calls fn with the inotify descriptor, unless there is none or it
+// is closed; the descriptor stays open until fn returns. (File.Fd would
+// make it blocking, and a Read blocked in it could then not be ended.)
+func (w *oomWatch) withFD(fn func(fd int)) {
+	if w.f == nil {
+		return
+	}
+	rc, err := w.f.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) { fn(int(fd)) })
+}
+
+func (w *oomWatch) wait() { <-w.stopped }
+
+// update reads the count again, keeping the highest seen.
+func (c *oomCount) update() {
+	n, ok := oomKills(c.dir)
+	if !ok {
+		return
+	}
+	for {
+		old := c.last.Load()
+		if n <= old && c.read.Load() {
+			return
+		}
+		if c.last.CompareAndSwap(old, max(old, n)) {
+			c.read.Store(true)
+			return
+		}
+	}
+}
+
+// kills returns the cgroup's count of OOM kills: read now if the cgroup
+// is still there, else the last count read; ok is false if none ever was.
+func (c *oomCount) kills() (uint64, bool) {
+	if c == nil {
+		return 0, false
+	}
+	c.update()
+	return c.last.Load(), c.read.Load()
+}

@@ -1,0 +1,63 @@
+package exec
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// The count is kept through the cgroup's removal: the watch reads
+// memory.events again when it changes, and kills gives the last count
+// once the file is gone (a systemd scope's cgroup goes with its last
+// process). A regular file stands in for the cgroup's, which this host
+// (cgroup v1) cannot have; make test-cgroupv2 runs the real one
+// (TestOOMIsReported under the systemd driver).
+func TestOOMCountOutlivesItsCgroup(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := watchOOMs(ctx, slog.New(slog.DiscardHandler))
+	defer func() {
+		cancel()
+		w.wait()
+	}()
+	if w.f == nil {
+		t.Fatal("no inotify instance")
+	}
+	dir := filepath.Join(t.TempDir(), "scope")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(dir, "memory.events")
+	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := w.track(dir)
+	if n, ok := c.kills(); !ok || n != 0 {
+		t.Fatalf("kills at start: %d %v; want 0 true", n, ok)
+	}
+	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The watch, not kills, must read the change: wait for it.
+	for deadline := time.Now().Add(5 * time.Second); c.last.Load() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch did not read the changed count within 5s")
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := c.kills(); !ok || n != 1 {
+		t.Errorf("kills after the cgroup went: %d %v; want 1 true", n, ok)
+	}
+	w.untrack(c)
+	if len(w.byWD) != 0 {
+		t.Errorf("%d watches left after untrack", len(w.byWD))
+	}
+	// Nothing counted, nothing known: a cgroup never read.
+	if n, ok := w.track("").kills(); ok || n != 0 {
+		t.Errorf("kills of no cgroup: %d %v; want 0 false", n, ok)
+	}
+}
