@@ -41,7 +41,7 @@ func TestExplainReadsTheCgroupsOOMCount(t *testing.T) {
 	for _, kills := range []int{0, 1} {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill "+string(rune('0'+kills))+"\n"), 0o644)
-		s := &sandbox{oom: make(chan struct{}), memCgroup: dir}
+		s := &sandbox{oom: make(chan struct{}), memCgroup: dir, ooms: (&oomWatch{}).track(dir)}
 		res := &Result{TimedOut: true}
 		s.explain(res, 137)
 		if res.OOMKilled != (kills > 0) || res.Signal != "SIGKILL" {
@@ -69,7 +69,7 @@ func TestExplainLeavesOutKillsTold(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "memory.events"), fmt.Appendf(nil, "oom 1\noom_kill %d\n", tc.counted), 0o644)
 			oom := make(chan struct{})
 			close(oom) // the event of the first kill
-			s := &sandbox{oom: oom, memCgroup: dir}
+			s := &sandbox{oom: oom, memCgroup: dir, ooms: (&oomWatch{}).track(dir)}
 			s.oomsTold.Store(tc.told)
 			res := &Result{ExitCode: int(tc.code)}
 			s.explain(res, tc.code)
