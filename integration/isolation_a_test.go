@@ -1153,6 +1153,12 @@ for (;;) {
 				// stoppedAtDeadline): interrupted, the session alive, or
 				// killed with its session.
 				ok = r.out.TimedOut && (r.out.Signal == "SIGINT" && r.out.SessionEnded == "" || r.out.Signal == "SIGKILL" && r.out.SessionEnded != "")
+				// The OOM killer picks the largest process: under load
+				// it was once the driver itself, which ends the session
+				// before the deadline, and is reported so.
+				if b.kind == "memory" && r.out.OOMKilled && r.out.Signal == "SIGKILL" && r.out.SessionEnded != "" {
+					ok = true
+				}
 			}
 			// The children die of OOM and the parent at the deadline; a run
 			// whose parent saw a child killed reports both. Whether the
