@@ -43,6 +43,11 @@ type sandbox struct {
 	oom       <-chan struct{}
 	stopOOM   func()
 	exit      *exitInfo // how the kernel says its process ended
+	// pidfd refers to its first process for the host's own kill, which it
+	// reaches whatever became of the pid since; valid only with hasPidfd
+	// (none before Linux 5.3, or before the task exists).
+	pidfd     int
+	hasPidfd  bool
 	memCgroup string    // host directory of its memory cgroup; "" if unknown
 	ooms      *oomCount // its memory cgroup's count of OOM kills
 	// oomsTold counts the OOM kills in its memory cgroup that are not its
@@ -154,6 +159,9 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	// The task's process is the program's, from the stub or runc's init
 	// to the interpreter: the same pid.
 	s.exit = e.exits.track(s.task.Pid())
+	if fd, err := unix.PidfdOpen(int(s.task.Pid()), 0); err == nil {
+		s.pidfd, s.hasPidfd = fd, true
+	}
 	// Its memory cgroup counts the OOM killer's kills for explain; the
 	// watch keeps the count should the cgroup go with the exit, as a
 	// systemd scope's does.
@@ -449,6 +457,24 @@ func (s *sandbox) oomCounted(told uint64) bool {
 	return ok && n > told
 }
 
+// killFromHost sends SIGKILL to the sandbox's first process itself. Its
+// pidfd reaches that process and no other, even where the exit watch
+// cannot say whether it ended (the kernel dropped events, as a fork bomb
+// makes it); without one, the pid is used only while the watch has not
+// seen the process end, since a pid can be reused.
+func (s *sandbox) killFromHost() {
+	var err error
+	switch {
+	case s.hasPidfd:
+		err = unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
+	case !isClosed(s.exit.done):
+		err = unix.Kill(int(s.task.Pid()), unix.SIGKILL)
+	}
+	if err != nil && err != unix.ESRCH {
+		s.e.log.Warn("kill sandbox process", "run", s.id, "pid", s.task.Pid(), "err", err)
+	}
+}
+
 // startTask starts a task created and not started, boundedly.
 func (s *sandbox) startTask(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -491,11 +517,7 @@ func (s *sandbox) kill(ctx context.Context) (uint32, error) {
 	cancel()
 	if err != nil && !errdefs.IsNotFound(err) {
 		s.e.log.Warn("kill sandbox; killing its process from the host", "run", s.id, "err", err)
-		if !isClosed(s.exit.done) {
-			if err := unix.Kill(int(s.task.Pid()), unix.SIGKILL); err != nil && err != unix.ESRCH {
-				s.e.log.Warn("kill sandbox process", "run", s.id, "pid", s.task.Pid(), "err", err)
-			}
-		}
+		s.killFromHost()
 	}
 	t := time.NewTimer(exitTimeout)
 	defer t.Stop()
@@ -631,6 +653,10 @@ func (s *sandbox) destroy(ctx context.Context) {
 	s.e.ooms.untrack(s.ooms)
 	if s.exit != nil {
 		s.e.exits.untrack(s.task.Pid())
+	}
+	if s.hasPidfd {
+		unix.Close(s.pidfd)
+		s.hasPidfd = false
 	}
 	// The run directory holds the FIFOs the shim may still have open:
 	// it goes with the container, and the uid is free once both are.
