@@ -6,6 +6,8 @@ import (
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
+
+	"code-sandbox-mcp/exec/internal/workspace"
 )
 
 const (
@@ -80,7 +82,7 @@ func (e *Executor) retryDeletes(ctx context.Context) int {
 			continue
 		}
 		if it.dir != "" {
-			removeRunDir(it.dir)
+			workspace.RemoveRunDir(it.dir)
 		}
 		if it.uid != 0 {
 			e.uids.release(it.uid)

@@ -11,6 +11,8 @@ import (
 
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+
+	"code-sandbox-mcp/exec/internal/workspace"
 )
 
 // idPrefix starts the id of every container, snapshot and run directory we
@@ -158,7 +160,7 @@ func (e *Executor) check(req Request) (*language, time.Duration, error) {
 	if int64(len(req.Code)) > lim.CodeBytes {
 		return nil, 0, fmt.Errorf("program is %d bytes, over the limit of %d bytes: %w", len(req.Code), lim.CodeBytes, errdefs.ErrInvalidArgument)
 	}
-	if err := checkFiles(req.Files, lim.MaxFilesIn, lim.FilesInBytes); err != nil {
+	if err := workspace.CheckFiles(req.Files, lim.MaxFilesIn, lim.FilesInBytes); err != nil {
 		return nil, 0, err
 	}
 	timeout := lim.Timeout

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/workspace"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -131,7 +132,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	if err := s.makeDir(labels); err != nil {
 		return nil, err
 	}
-	if err := mountWorkspace(s.dir, s.uid, lang.Limits.WorkspaceBytes); err != nil {
+	if err := workspace.Mount(s.dir, s.uid, lang.Limits.WorkspaceBytes); err != nil {
 		return nil, err
 	}
 	if err := s.createContainer(ctx, img, labels, how); err != nil {
@@ -167,7 +168,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	// systemd scope's does.
 	s.memCgroup = memoryCgroup(s.task.Pid())
 	s.ooms = e.ooms.track(s.memCgroup)
-	if err := sameWorkspace(s.task.Pid(), filepath.Join(s.dir, workspaceDir)); err != nil {
+	if err := workspace.Same(s.task.Pid(), filepath.Join(s.dir, workspace.Dir)); err != nil {
 		return nil, err
 	}
 	// The exit channel must outlive this function's context.
@@ -240,7 +241,7 @@ func (s *sandbox) createContainer(ctx context.Context, img *preparedImage, label
 	policy.Env = sandboxoci.Env(img.env, s.lang.Env, e.cfg.PassEnv)
 	policy.Hard = func(t string) (uint64, bool) { v, ok := e.hard[t]; return v, ok }
 	policy.CodeHostDir = filepath.Join(s.dir, "code")
-	policy.WorkspaceHostDir = filepath.Join(s.dir, workspaceDir)
+	policy.WorkspaceHostDir = filepath.Join(s.dir, workspace.Dir)
 	policy.UID, policy.GID = s.uid, s.uid
 	driver := ""
 	if s.session == nil {
@@ -313,8 +314,8 @@ func (s *sandbox) execute(ctx context.Context, req Request, timeout time.Duratio
 	if err := s.writeProgram(req.Code); err != nil {
 		return nil, err
 	}
-	ws := filepath.Join(s.dir, workspaceDir)
-	if err := writeInputs(ws, req.Files, s.uid, false); err != nil {
+	ws := filepath.Join(s.dir, workspace.Dir)
+	if err := workspace.WriteInputs(ws, req.Files, s.uid, false); err != nil {
 		return nil, err
 	}
 
@@ -395,7 +396,7 @@ wait:
 	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
 	res.Stderr, res.StderrDropped = s.stderr.Bytes()
 	lim := s.lang.Limits
-	files, dropped, err := collectOutputs(ws, baseline{inputs: inputSums(req.Files)}, outputCaps{files: lim.MaxFilesOut, bytes: lim.FilesOutBytes})
+	files, dropped, err := workspace.CollectOutputs(ws, workspace.Baseline{Inputs: workspace.InputSums(req.Files)}, workspace.OutputCaps{Files: lim.MaxFilesOut, Bytes: lim.FilesOutBytes})
 	if err != nil {
 		return nil, fmt.Errorf("collect the output files: %w", err)
 	}
@@ -671,7 +672,7 @@ func (s *sandbox) destroy(ctx context.Context) {
 		s.e.uids.release(s.uid)
 	}
 	if s.dir != "" {
-		if err := removeRunDir(s.dir); err != nil {
+		if err := workspace.RemoveRunDir(s.dir); err != nil {
 			s.e.log.Warn("remove run directory", "run", s.id, "err", err)
 		}
 	}

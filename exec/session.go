@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/workspace"
 )
 
 // A session is one sandbox, with exactly the hardening of a one-shot run,
@@ -362,11 +363,11 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	}
 	defer ss.endCall()
 
-	ws := filepath.Join(ss.sb.dir, workspaceDir)
-	if err := writeInputs(ws, req.Files, ss.sb.uid, true); err != nil {
+	ws := filepath.Join(ss.sb.dir, workspace.Dir)
+	if err := workspace.WriteInputs(ws, req.Files, ss.sb.uid, true); err != nil {
 		return nil, err
 	}
-	before, err := stamps(ws)
+	before, err := workspace.Stamps(ws)
 	if err != nil {
 		return nil, fmt.Errorf("read the workspace: %w", err)
 	}
@@ -420,7 +421,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	}
 	if c.ended == "" {
 		lim := ss.lang.cfg.Limits
-		files, dropped, err := collectOutputs(ws, baseline{inputs: inputSums(req.Files), stamps: before}, outputCaps{files: lim.MaxFilesOut, bytes: lim.FilesOutBytes})
+		files, dropped, err := workspace.CollectOutputs(ws, workspace.Baseline{Inputs: workspace.InputSums(req.Files), Stamps: before}, workspace.OutputCaps{Files: lim.MaxFilesOut, Bytes: lim.FilesOutBytes})
 		if err != nil {
 			return nil, fmt.Errorf("collect the output files: %w", err)
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+
+	"code-sandbox-mcp/exec/internal/workspace"
 )
 
 // Labels on every container and snapshot we create. User input never sets
@@ -169,7 +171,7 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 		}
 		// Its owner may have died while the task was being created.
 		e.stopLeftShims(c.ID())
-		removeRunDir(filepath.Join(e.cfg.StateDir, c.ID()))
+		workspace.RemoveRunDir(filepath.Join(e.cfg.StateDir, c.ID()))
 		// Its processes are gone: its uid's claim, left by its dead
 		// owner, need not be checked against the host's processes.
 		e.uids.clearStale(uid)
@@ -236,7 +238,7 @@ func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
 		if b, err := os.ReadFile(filepath.Join(dir, ownerFile)); err == nil {
 			var labels map[string]string
 			if json.Unmarshal(b, &labels) == nil && orphaned(labels, e.owner, now) {
-				removeRunDir(dir)
+				workspace.RemoveRunDir(dir)
 			}
 			continue
 		}
@@ -245,7 +247,7 @@ func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
 			continue
 		}
 		if _, err := e.client.LoadContainer(ctx, ent.Name()); errdefs.IsNotFound(err) {
-			removeRunDir(dir)
+			workspace.RemoveRunDir(dir)
 		}
 	}
 }

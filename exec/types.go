@@ -2,6 +2,8 @@ package exec
 
 import (
 	"time"
+
+	"code-sandbox-mcp/exec/internal/workspace"
 )
 
 // Request is one program to run.
@@ -22,13 +24,9 @@ type Request struct {
 	Owner   string
 }
 
-// File is a file in a run's workspace.
-type File struct {
-	// Path is relative to the workspace, slash-separated and clean: no
-	// ".", ".." or empty component, no leading slash, no NUL.
-	Path string
-	Data []byte
-}
+// File is a file in a run's workspace: a Path relative to it,
+// slash-separated and clean (see CheckFile), and its Data.
+type File = workspace.File
 
 // Result is what one run did.
 type Result struct {
@@ -78,4 +76,10 @@ type Result struct {
 // Failed reports whether the program did not finish cleanly.
 func (r *Result) Failed() bool {
 	return r.ExitCode != 0 || r.TimedOut || r.OOMKilled
+}
+
+// CheckFile reports what is wrong with p as the path of a file in a
+// run's workspace, or nil: see File.
+func CheckFile(p string) error {
+	return workspace.CheckFile(p)
 }

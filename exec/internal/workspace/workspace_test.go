@@ -1,4 +1,4 @@
-package exec
+package workspace
 
 import (
 	"bytes"
@@ -64,8 +64,8 @@ func TestCollectOutputs(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	inputs := inputSums([]File{{Path: "in.csv", Data: []byte("a,b\n")}, {Path: "changed.csv", Data: []byte("old")}})
-	files, dropped, err := collectOutputs(dir, baseline{inputs: inputs}, outputCaps{files: 10, bytes: 50})
+	inputs := InputSums([]File{{Path: "in.csv", Data: []byte("a,b\n")}, {Path: "changed.csv", Data: []byte("old")}})
+	files, dropped, err := CollectOutputs(dir, Baseline{Inputs: inputs}, OutputCaps{Files: 10, Bytes: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +78,7 @@ func TestCollectOutputs(t *testing.T) {
 		t.Errorf("got %q, %d dropped; want %q and big.bin dropped", got, dropped, want)
 	}
 
-	files, dropped, _ = collectOutputs(dir, baseline{inputs: inputs}, outputCaps{files: 2, bytes: 1 << 20})
+	files, dropped, _ = CollectOutputs(dir, Baseline{Inputs: inputs}, OutputCaps{Files: 2, Bytes: 1 << 20})
 	if len(files) != 2 || files[0].Path != "big.bin" || dropped != 3 {
 		t.Errorf("with 2 files at most: got %d files (first %q), %d dropped", len(files), files[0].Path, dropped)
 	}
@@ -111,7 +111,7 @@ func TestCollectOutputsGrowingFile(t *testing.T) {
 	}()
 	defer func() { close(stop); <-done }()
 	time.Sleep(10 * time.Millisecond)
-	files, dropped, err := collectOutputs(dir, baseline{}, outputCaps{files: 10, bytes: 1 << 20})
+	files, dropped, err := CollectOutputs(dir, Baseline{}, OutputCaps{Files: 10, Bytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestCollectOutputsGrowingFile(t *testing.T) {
 func TestCollectOutputsOddDirectoryName(t *testing.T) {
 	dir := t.TempDir()
 	writeTree(t, dir, map[string]string{"bad\nname/a": "a", "bad\nname/b": "b", "ok.txt": "ok"})
-	files, dropped, err := collectOutputs(dir, baseline{}, outputCaps{files: 10, bytes: 1 << 20})
+	files, dropped, err := CollectOutputs(dir, Baseline{}, OutputCaps{Files: 10, Bytes: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestCollectOutputsExactSize(t *testing.T) {
 	for name, n := range sizes {
 		writeTree(t, dir, map[string]string{name: strings.Repeat("x", n)})
 	}
-	files, dropped, err := collectOutputs(dir, baseline{}, outputCaps{files: 10, bytes: 4 << 20})
+	files, dropped, err := CollectOutputs(dir, Baseline{}, OutputCaps{Files: 10, Bytes: 4 << 20})
 	if err != nil || len(files) != len(sizes) || dropped != 0 {
 		t.Fatalf("got %d files, %d dropped, %v; want %d, 0", len(files), dropped, err, len(sizes))
 	}

@@ -1,4 +1,10 @@
-package exec
+// Package workspace owns a run's workspace: the tmpfs mounted in its run
+// directory and bound into the sandbox as the program's working directory,
+// the call's files written into it before the program, and the output
+// files read out of it afterwards, from the host, without following any
+// link. It checks the paths a caller gives. It knows nothing of
+// containerd, sandboxes' lifetimes or MCP.
+package workspace
 
 import (
 	"crypto/sha256"
@@ -21,7 +27,7 @@ import (
 )
 
 // A run's workspace is a tmpfs of its own, mounted on the host in the
-// run directory (workspaceDir) and bound into the sandbox at
+// run directory (Dir) and bound into the sandbox at
 // oci.WorkspaceDir, its working directory. Being a file system of its
 // own, it bounds what the program can store there (size= and nr_inodes=),
 // its pages are charged to the memory cgroup of whoever writes them, and
@@ -30,8 +36,16 @@ import (
 // once the program ended, from the host, without following any link; it
 // is unmounted when the sandbox is destroyed.
 
-// workspaceDir is the workspace's mount point in a run directory.
-const workspaceDir = "workspace"
+// File is a file in a run's workspace.
+type File struct {
+	// Path is relative to the workspace, slash-separated and clean: no
+	// ".", ".." or empty component, no leading slash, no NUL.
+	Path string
+	Data []byte
+}
+
+// Dir is the workspace's mount point in a run directory.
+const Dir = "workspace"
 
 // bytesPerInode sizes a workspace's inode table from its size: a 64 MiB
 // workspace holds at most 16384 files and directories.
@@ -43,11 +57,11 @@ const collectTimeout = 10 * time.Second
 // maxDepth bounds how deep the walk of a workspace goes.
 const maxDepth = 64
 
-// mountWorkspace mounts a tmpfs of size bytes at dir/workspace, owned by
+// Mount mounts a tmpfs of size bytes at dir/workspace, owned by
 // uid and gid uid, mode 0700, not executable, and keeps it from
 // propagating to other mount namespaces.
-func mountWorkspace(dir string, uid uint32, size int64) error {
-	mp := filepath.Join(dir, workspaceDir)
+func Mount(dir string, uid uint32, size int64) error {
+	mp := filepath.Join(dir, Dir)
 	if err := os.Mkdir(mp, 0o700); err != nil {
 		return fmt.Errorf("create workspace: %w", err)
 	}
@@ -63,13 +77,13 @@ func mountWorkspace(dir string, uid uint32, size int64) error {
 	return nil
 }
 
-// sameWorkspace checks that the sandbox whose first process is pid sees,
+// Same checks that the sandbox whose first process is pid sees,
 // at oci.WorkspaceDir, the workspace the server mounted at ws. It does not
 // when the server and containerd live in different mount namespaces (a
 // service unit with a private /run, say): runc then binds the empty
 // directory under the mount, and the program's files would never reach
 // the server.
-func sameWorkspace(pid uint32, ws string) error {
+func Same(pid uint32, ws string) error {
 	var mine, theirs unix.Stat_t
 	if err := unix.Stat(ws, &mine); err != nil {
 		return fmt.Errorf("check the workspace: %w", err)
@@ -85,14 +99,14 @@ func sameWorkspace(pid uint32, ws string) error {
 	return nil
 }
 
-// removeRunDir unmounts a run directory's workspace, if it is mounted,
+// RemoveRunDir unmounts a run directory's workspace, if it is mounted,
 // and removes the directory. A directory that was not empty when
 // RemoveAll came to remove it (an entry appeared while it went: seen once
 // in a full integration run, in a session's code/, cause unknown) is
 // tried again a few times; if it still holds something, the error names
 // what.
-func removeRunDir(dir string) error {
-	mp := filepath.Join(dir, workspaceDir)
+func RemoveRunDir(dir string) error {
+	mp := filepath.Join(dir, Dir)
 	if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return fmt.Errorf("unmount workspace %s: %w", mp, err)
 	}
@@ -139,10 +153,10 @@ func CheckFile(p string) error {
 	return nil
 }
 
-// checkFiles validates a request's files against the caps: each path,
+// CheckFiles validates a request's files against the caps: each path,
 // duplicates, a path that is also another's directory, the count and the
 // total.
-func checkFiles(files []File, maxFiles int, maxBytes int64) error {
+func CheckFiles(files []File, maxFiles int, maxBytes int64) error {
 	if len(files) > maxFiles {
 		return fmt.Errorf("%d files given, over the limit of %d: %w", len(files), maxFiles, errdefs.ErrInvalidArgument)
 	}
@@ -171,12 +185,12 @@ func checkFiles(files []File, maxFiles int, maxBytes int64) error {
 	return nil
 }
 
-// writeInputs writes files into the workspace at ws, owned by uid. os.Root
+// WriteInputs writes files into the workspace at ws, owned by uid. os.Root
 // keeps every write beneath ws. Before a one-shot run nothing is there yet;
 // in a session, replace lets a file replace one of the same path that an
 // earlier call left, whatever that was (a link is replaced, not followed),
 // but not a directory.
-func writeInputs(ws string, files []File, uid uint32, replace bool) error {
+func WriteInputs(ws string, files []File, uid uint32, replace bool) error {
 	if len(files) == 0 {
 		return nil
 	}
@@ -253,9 +267,9 @@ type inputSum struct {
 	sum  [sha256.Size]byte
 }
 
-// inputSums are a run's input files' sums, by path: a file still holding
+// InputSums are a run's input files' sums, by path: a file still holding
 // its input is not an output.
-func inputSums(files []File) map[string]inputSum {
+func InputSums(files []File) map[string]inputSum {
 	m := make(map[string]inputSum, len(files))
 	for _, f := range files {
 		m[f.Path] = inputSum{int64(len(f.Data)), sha256.Sum256(f.Data)}
@@ -263,18 +277,18 @@ func inputSums(files []File) map[string]inputSum {
 	return m
 }
 
-// outputCaps bound what collectOutputs returns.
-type outputCaps struct {
-	files int   // how many files
-	bytes int64 // their total size
+// OutputCaps bound what CollectOutputs returns.
+type OutputCaps struct {
+	Files int   // how many files
+	Bytes int64 // their total size
 }
 
-// baseline is what a workspace held before a program ran: the files the
+// Baseline is what a workspace held before a program ran: the files the
 // call wrote in (inputs), and in a session every file as it was before the
 // cell (stamps). A file found as it was is not an output.
-type baseline struct {
-	inputs map[string]inputSum
-	stamps map[string]stamp
+type Baseline struct {
+	Inputs map[string]inputSum
+	Stamps map[string]stamp
 }
 
 // stamp tells a file apart from itself changed: a write changes its
@@ -289,8 +303,8 @@ func stampOf(st *unix.Stat_t) stamp {
 }
 
 // stamps records every regular file beneath the workspace at ws, as
-// collectOutputs walks it.
-func stamps(ws string) (map[string]stamp, error) {
+// CollectOutputs walks it.
+func Stamps(ws string) (map[string]stamp, error) {
 	root, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open workspace: %w", err)
@@ -314,12 +328,12 @@ func stamps(ws string) (map[string]stamp, error) {
 	return m, err
 }
 
-// collectOutputs reads the output files of the workspace at ws: every
+// CollectOutputs reads the output files of the workspace at ws: every
 // regular file that is not as it was before the program (base), in path
 // order, within caps; dropped counts those left out. It never follows a
 // symbolic link, opens nothing but regular files (a FIFO cannot block it),
 // reads no file past its share of the caps, and stops at collectTimeout.
-func collectOutputs(ws string, base baseline, caps outputCaps) (files []File, dropped int, err error) {
+func CollectOutputs(ws string, base Baseline, caps OutputCaps) (files []File, dropped int, err error) {
 	deadline := time.Now().Add(collectTimeout)
 	root, err := unix.Open(ws, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -343,13 +357,13 @@ func collectOutputs(ws string, base baseline, caps outputCaps) (files []File, dr
 			dropped++
 			continue
 		}
-		data, got, err := readOutput(root, p, base, caps.bytes-total)
+		data, got, err := readOutput(root, p, base, caps.Bytes-total)
 		switch {
 		case err != nil:
 			return nil, 0, fmt.Errorf("read output %q: %w", p, err)
 		case got == notOutput:
 			continue
-		case got == overCap || len(files) >= caps.files:
+		case got == overCap || len(files) >= caps.Files:
 			dropped++
 			continue
 		}
@@ -429,7 +443,7 @@ const (
 // readOutput reads the file at p beneath root, if it is still a regular
 // file, and at most limit bytes of it, with readSized: what it returns
 // holds exactly the bytes read.
-func readOutput(root int, p string, base baseline, limit int64) ([]byte, readResult, error) {
+func readOutput(root int, p string, base Baseline, limit int64) ([]byte, readResult, error) {
 	fd, err := openBeneath(root, p, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
 		return nil, notOutput, nil // replaced by a link, or removed, since the walk
@@ -443,12 +457,12 @@ func readOutput(root int, p string, base baseline, limit int64) ([]byte, readRes
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, notOutput, nil
 	}
-	if was, ok := base.stamps[p]; ok && was == stampOf(&st) {
+	if was, ok := base.Stamps[p]; ok && was == stampOf(&st) {
 		return nil, notOutput, nil
 	}
 	// An input of its old size is read to compare it; it is at most
 	// files_in_bytes.
-	in, isInput := base.inputs[p]
+	in, isInput := base.Inputs[p]
 	isInput = isInput && st.Size == in.size
 	if !isInput && st.Size > limit {
 		return nil, overCap, nil
