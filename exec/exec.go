@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/uid"
+
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
@@ -75,7 +77,7 @@ type Executor struct {
 	volatile    bool // the sandboxes' overlays are mounted volatile; see rootfs.go
 	slots       chan struct{}
 	hard        map[string]uint64 // the server's own hard rlimits
-	uids        *uids
+	uids        *uid.Claims
 
 	// closing is cancelled by Close; every run derives from it too.
 	closing   context.Context
@@ -135,7 +137,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, err := newUIDs(cfg.UIDs, cfg.UIDLockDir, fmt.Sprintf("pid %d instance %s", me.pid, me.instance))
+	ids, err := uid.New(cfg.UIDs, cfg.UIDLockDir, fmt.Sprintf("pid %d instance %s", me.pid, me.instance))
 	if err != nil {
 		return nil, err
 	}
@@ -263,7 +265,7 @@ func (e *Executor) shutdown() error {
 		err = fmt.Errorf("%d sandboxes could not be deleted; the next server's start-up sweep deletes them", left)
 	}
 	e.stopDeletes()
-	e.uids.abandon()
+	e.uids.Abandon()
 	e.preparing.Wait()
 	e.events.wait()
 	e.exits.wait()

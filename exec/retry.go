@@ -85,7 +85,7 @@ func (e *Executor) retryDeletes(ctx context.Context) int {
 			workspace.RemoveRunDir(it.dir)
 		}
 		if it.uid != 0 {
-			e.uids.release(it.uid)
+			e.uids.Release(it.uid)
 		}
 		e.log.Info("sandbox deleted after an earlier failure", "run", it.container.ID())
 		e.retries.mu.Lock()

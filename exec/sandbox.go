@@ -125,7 +125,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 			h(lang.Name, time.Since(s.created), err)
 		}
 	}()
-	if s.uid, err = e.uids.claim(s.id); err != nil {
+	if s.uid, err = e.uids.Claim(s.id); err != nil {
 		return nil, err
 	}
 	labels := s.labels(deadline)
@@ -669,7 +669,7 @@ func (s *sandbox) destroy(ctx context.Context) {
 		s.e.stopLeftShims(s.id)
 	}
 	if s.uid != 0 {
-		s.e.uids.release(s.uid)
+		s.e.uids.Release(s.uid)
 	}
 	if s.dir != "" {
 		if err := workspace.RemoveRunDir(s.dir); err != nil {

@@ -174,7 +174,7 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 		workspace.RemoveRunDir(filepath.Join(e.cfg.StateDir, c.ID()))
 		// Its processes are gone: its uid's claim, left by its dead
 		// owner, need not be checked against the host's processes.
-		e.uids.clearStale(uid)
+		e.uids.ClearStale(uid)
 		reaped++
 	}
 	if err := e.sweepSnapshots(ctx, now); err != nil {

@@ -3,6 +3,9 @@ package exec
 import (
 	"time"
 
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/uid"
+
 	"code-sandbox-mcp/exec/internal/workspace"
 )
 
@@ -82,4 +85,17 @@ func (r *Result) Failed() bool {
 // run's workspace, or nil: see File.
 func CheckFile(p string) error {
 	return workspace.CheckFile(p)
+}
+
+// ErrNoUID marks the error of a run that found no free uid in the range:
+// more sandboxes live at once than [limits] uid_range holds, or its uids
+// used by host processes. It is an errdefs.ErrResourceExhausted.
+var ErrNoUID = uid.ErrNoneFree
+
+// UIDStatus checks range r as a server would at its start (clear of the
+// host's accounts and subordinate ranges, its claims directory usable),
+// and counts the uids of r that live sandboxes hold in dir now, this
+// host's servers and commands together.
+func UIDStatus(r config.UIDRange, dir string) (held int, err error) {
+	return uid.Status(r, dir)
 }

@@ -1,4 +1,8 @@
-package exec
+// Package uid claims host uids for sandboxes, one each, host-wide: a
+// claim is a locked file in a directory every server and command on the
+// host shares, and a uid some host process runs as is never handed out.
+// It knows nothing of containerd, sandboxes or MCP.
+package uid
 
 import (
 	"bufio"
@@ -18,7 +22,7 @@ import (
 	"code-sandbox-mcp/config"
 )
 
-// uids hands out the host uids of a range, one to each live sandbox, the
+// Claims hands out the host uids of a range, one to each live sandbox, the
 // gid of the same number with it. The kernel counts some limits per uid
 // across the whole host (inotify instances, queued signals, message
 // queues, pipe buffers, processes), so a uid of its own keeps a run from
@@ -31,7 +35,7 @@ import (
 // their ranges. A file left by a process that died (its lock went with it)
 // may name a uid whose sandbox still runs, an orphan not yet swept: such a
 // uid is taken only if no process on the host runs as it.
-type uids struct {
+type Claims struct {
 	r   config.UIDRange
 	dir string
 	me  string // what a claim file says of its holder
@@ -42,12 +46,12 @@ type uids struct {
 	next uint32              // offset in r where the next search starts
 }
 
-// newUIDs prepares claims of r in dir. It refuses a range that holds a
+// New prepares claims of r in dir. It refuses a range that holds a
 // host account's uid or group's gid, or overlaps a subordinate id range
 // of /etc/subuid or /etc/subgid (rootless containers run as those): a
 // lock directory cannot keep them apart from the sandboxes. uids a host
 // process runs as now are never handed out.
-func newUIDs(r config.UIDRange, dir, me string) (*uids, error) {
+func New(r config.UIDRange, dir, me string) (*Claims, error) {
 	if r.First == 0 || r.Last < r.First {
 		return nil, fmt.Errorf("no uid range configured ([limits] uid_range): %w", errdefs.ErrInvalidArgument)
 	}
@@ -64,7 +68,7 @@ func newUIDs(r config.UIDRange, dir, me string) (*uids, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &uids{
+	return &Claims{
 		r:    r,
 		dir:  dir,
 		me:   me,
@@ -78,14 +82,14 @@ func newUIDs(r config.UIDRange, dir, me string) (*uids, error) {
 // errClaimed is lock's answer for a uid another live claimant holds.
 var errClaimed = errors.New("uid claimed")
 
-// ErrNoUID marks the error of a run that found no free uid in the range:
+// ErrNoneFree marks the error of a run that found no free uid in the range:
 // more sandboxes live at once than [limits] uid_range holds, or its uids
 // used by host processes. It is an errdefs.ErrResourceExhausted.
-var ErrNoUID = fmt.Errorf("no free uid: %w", errdefs.ErrResourceExhausted)
+var ErrNoneFree = fmt.Errorf("no free uid: %w", errdefs.ErrResourceExhausted)
 
-// claim returns a uid no live sandbox holds and claims it for the
+// Claim returns a uid no live sandbox holds and claims it for the
 // sandbox called holder, until release.
-func (u *uids) claim(holder string) (uint32, error) {
+func (u *Claims) Claim(holder string) (uint32, error) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	size := uint32(u.r.Size())
@@ -119,12 +123,12 @@ func (u *uids) claim(holder string) (uint32, error) {
 		u.next = (off + 1) % size
 		return uid, nil
 	}
-	return 0, fmt.Errorf("every uid of uid_range %s is held by a live sandbox or a host process (%d are this server's): widen [limits] uid_range: %w", u.r, len(u.held), ErrNoUID)
+	return 0, fmt.Errorf("every uid of uid_range %s is held by a live sandbox or a host process (%d are this server's): widen [limits] uid_range: %w", u.r, len(u.held), ErrNoneFree)
 }
 
 // lock opens and locks uid's claim file. stale is true if the file holds
 // the record of an earlier claimant that is gone.
-func (u *uids) lock(uid uint32) (f *os.File, stale bool, err error) {
+func (u *Claims) lock(uid uint32) (f *os.File, stale bool, err error) {
 	path := filepath.Join(u.dir, strconv.FormatUint(uint64(uid), 10))
 	f, err = os.OpenFile(path, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
@@ -157,9 +161,9 @@ func record(f *os.File, who string) error {
 	return err
 }
 
-// release gives uid back, once its sandbox is deleted: its claim file
+// Release gives uid back, once its sandbox is deleted: its claim file
 // is removed while still locked, then unlocked.
-func (u *uids) release(uid uint32) {
+func (u *Claims) Release(uid uint32) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	f := u.held[uid]
@@ -171,10 +175,10 @@ func (u *uids) release(uid uint32) {
 	f.Close()
 }
 
-// clearStale removes the claim file of uid if nobody holds it: the sweep
+// ClearStale removes the claim file of uid if nobody holds it: the sweep
 // calls it once it has deleted an orphan that ran as uid, so that the
 // next claim of uid need not look for its processes.
-func (u *uids) clearStale(uid uint32) {
+func (u *Claims) ClearStale(uid uint32) {
 	if !u.r.Contains(uid) {
 		return
 	}
@@ -192,10 +196,10 @@ func (u *uids) clearStale(uid uint32) {
 	delete(u.busy, uid)
 }
 
-// abandon lets go of the claims of sandboxes that are not deleted, at
+// Abandon lets go of the claims of sandboxes that are not deleted, at
 // Close: their files stay, so that a later claimant checks that no
 // process runs as their uid before it takes one.
-func (u *uids) abandon() {
+func (u *Claims) Abandon() {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	for uid, f := range u.held {
@@ -300,11 +304,11 @@ func eachLine(path string, fn func(fields []string)) error {
 	return sc.Err()
 }
 
-// UIDStatus checks range r as a server would at its start (clear of the
+// Status checks range r as a server would at its start (clear of the
 // host's accounts and subordinate ranges, its claims directory usable),
 // and counts the uids of r that live sandboxes hold in dir now, this
 // host's servers and commands together.
-func UIDStatus(r config.UIDRange, dir string) (held int, err error) {
+func Status(r config.UIDRange, dir string) (held int, err error) {
 	if err := checkHostIDs(r, "/etc"); err != nil {
 		return 0, err
 	}

@@ -1,4 +1,4 @@
-package exec
+package uid
 
 import (
 	"os"
@@ -13,19 +13,18 @@ import (
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/config"
-	"code-sandbox-mcp/oci"
 )
 
 // testRange is a range no account of this machine uses.
 var testRange = config.UIDRange{First: 2100000000, Last: 2100000002}
 
-func newTestUIDs(t *testing.T, r config.UIDRange, dir string) *uids {
+func newTestUIDs(t *testing.T, r config.UIDRange, dir string) *Claims {
 	t.Helper()
-	u, err := newUIDs(r, dir, "test")
+	u, err := New(r, dir, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(u.abandon)
+	t.Cleanup(u.Abandon)
 	return u
 }
 
@@ -35,7 +34,7 @@ func TestUIDClaimsAreExclusiveAcrossClaimants(t *testing.T) {
 	b := newTestUIDs(t, testRange, dir)
 	var got []uint32
 	for i := 0; i < testRange.Size(); i++ {
-		uid, err := a.claim("run-" + strconv.Itoa(i))
+		uid, err := a.Claim("run-" + strconv.Itoa(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,21 +45,21 @@ func TestUIDClaimsAreExclusiveAcrossClaimants(t *testing.T) {
 	}
 	// Another claimant on the same directory, another server in effect,
 	// finds none free, and neither does the first.
-	if uid, err := b.claim("other"); !errdefs.IsResourceExhausted(err) {
+	if uid, err := b.Claim("other"); !errdefs.IsResourceExhausted(err) {
 		t.Fatalf("second claimant: got uid %d, err %v; want every uid held", uid, err)
 	}
-	if _, err := a.claim("more"); !errdefs.IsResourceExhausted(err) || !strings.Contains(err.Error(), "uid_range") {
+	if _, err := a.Claim("more"); !errdefs.IsResourceExhausted(err) || !strings.Contains(err.Error(), "uid_range") {
 		t.Fatalf("first claimant: got %v; want an error naming uid_range", err)
 	}
-	a.release(got[1])
+	a.Release(got[1])
 	if _, err := os.Stat(filepath.Join(dir, strconv.Itoa(int(got[1])))); !os.IsNotExist(err) {
 		t.Errorf("released uid's claim file: stat gave %v; want it removed", err)
 	}
-	uid, err := b.claim("other")
+	uid, err := b.Claim("other")
 	if err != nil || uid != got[1] {
 		t.Fatalf("after a release: got %d, %v; want the released %d", uid, err, got[1])
 	}
-	b.release(uid)
+	b.Release(uid)
 }
 
 func TestUIDOfALeftClaimIsTakenOnlyWithoutProcesses(t *testing.T) {
@@ -84,22 +83,22 @@ func TestUIDOfALeftClaimIsTakenOnlyWithoutProcesses(t *testing.T) {
 	}
 	t.Cleanup(func() { orphan.Process.Kill(); orphan.Wait() })
 	for range 2 {
-		uid, err := u.claim("new")
+		uid, err := u.Claim("new")
 		if err != nil || uid != r.Last {
 			t.Fatalf("got %d, %v; want %d, the left claim without a process", uid, err, r.Last)
 		}
-		u.release(uid)
+		u.Release(uid)
 		os.WriteFile(filepath.Join(dir, strconv.Itoa(int(r.Last))), []byte("pid 1 run gone\n"), 0o600)
 	}
 	// Once the sweep deleted the orphan, its uid is free again.
 	orphan.Process.Kill()
 	orphan.Wait()
-	u.clearStale(r.First)
-	held, err := u.claim("a")
+	u.ClearStale(r.First)
+	held, err := u.Claim("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, err := u.claim("b")
+	other, err := u.Claim("b")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,11 +119,11 @@ func TestUIDOfARunningProcessIsNeverGiven(t *testing.T) {
 	}
 	t.Cleanup(func() { p.Process.Kill(); p.Wait() })
 	u := newTestUIDs(t, r, t.TempDir())
-	uid, err := u.claim("a")
+	uid, err := u.Claim("a")
 	if err != nil || uid != r.Last {
 		t.Fatalf("got %d, %v; want %d: %d is a running process's", uid, err, r.Last, r.First)
 	}
-	if uid, err := u.claim("b"); err == nil {
+	if uid, err := u.Claim("b"); err == nil {
 		t.Fatalf("got %d; want no uid: the other is a running process's", uid)
 	}
 }
@@ -165,29 +164,18 @@ func TestUIDRangeClearOfHostIDs(t *testing.T) {
 	}
 }
 
-// Every rlimit a spec sets is clamped to the server's own hard limit:
-// hardLimits must know each.
-func TestHardLimitsKnowEveryRlimitOfTheSpec(t *testing.T) {
-	hard := hardLimits()
-	for _, typ := range oci.RlimitTypes() {
-		if _, ok := hard[typ]; !ok {
-			t.Errorf("hardLimits has no %s", typ)
-		}
-	}
-}
-
 func TestUIDStatusCountsLiveClaims(t *testing.T) {
 	dir := t.TempDir()
 	u := newTestUIDs(t, testRange, dir)
-	held, err := UIDStatus(testRange, dir)
+	held, err := Status(testRange, dir)
 	if err != nil || held != 0 {
 		t.Fatalf("no claims: got %d, %v; want 0", held, err)
 	}
-	a, err := u.claim("a")
+	a, err := u.Claim("a")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := u.claim("b"); err != nil {
+	if _, err := u.Claim("b"); err != nil {
 		t.Fatal(err)
 	}
 	// A claim its holder left behind is not held.
@@ -197,14 +185,14 @@ func TestUIDStatusCountsLiveClaims(t *testing.T) {
 			os.WriteFile(f, []byte("pid 1 run gone\n"), 0o600)
 		}
 	}
-	if held, err := UIDStatus(testRange, dir); err != nil || held != 2 {
+	if held, err := Status(testRange, dir); err != nil || held != 2 {
 		t.Errorf("two claims: got %d, %v; want 2", held, err)
 	}
-	u.release(a)
-	if held, err := UIDStatus(testRange, dir); err != nil || held != 1 {
+	u.Release(a)
+	if held, err := Status(testRange, dir); err != nil || held != 1 {
 		t.Errorf("after a release: got %d, %v; want 1", held, err)
 	}
-	if _, err := UIDStatus(config.UIDRange{First: 1, Last: 10}, dir); err == nil {
+	if _, err := Status(config.UIDRange{First: 1, Last: 10}, dir); err == nil {
 		t.Error("range 1-10: got no error; want it refused for the host's system accounts")
 	}
 }
