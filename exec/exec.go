@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/watch"
+
 	"code-sandbox-mcp/exec/internal/uid"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -99,9 +101,9 @@ type Executor struct {
 	closeErr  error
 	closeMu   sync.RWMutex // orders enter's check against Close
 
-	events *eventWatch
-	exits  *exitWatch
-	ooms   *oomWatch
+	events *watch.Events
+	exits  *watch.Exits
+	ooms   *watch.OOMs
 
 	sessions sessionTable
 }
@@ -181,9 +183,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		}
 		e.langs[l.Name] = newLanguage(e, l)
 	}
-	e.events = watchEvents(closing, c, cfg.Namespace, log, e.imageChanged)
-	e.exits = watchExits(closing, log)
-	e.ooms = watchOOMs(closing, log)
+	e.events = watch.NewEvents(closing, c, cfg.Namespace, log, e.imageChanged)
+	e.exits = watch.NewExits(closing, log)
+	e.ooms = watch.NewOOMs(closing, log)
 	go e.retryLoop()
 	return e, nil
 }
@@ -267,9 +269,9 @@ func (e *Executor) shutdown() error {
 	e.stopDeletes()
 	e.uids.Abandon()
 	e.preparing.Wait()
-	e.events.wait()
-	e.exits.wait()
-	e.ooms.wait()
+	e.events.Wait()
+	e.exits.Wait()
+	e.ooms.Wait()
 	return errors.Join(err, e.client.Close())
 }
 

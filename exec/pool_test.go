@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/watch"
 )
 
 // testLanguage is a language of an executor that has no containerd: what
@@ -14,7 +15,7 @@ import (
 func testLanguage(t *testing.T, size int) *language {
 	t.Helper()
 	closing, cancel := context.WithCancel(context.Background())
-	e := &Executor{log: slog.New(slog.DiscardHandler), closing: closing, close: cancel, abandon: closing, exits: &exitWatch{}}
+	e := &Executor{log: slog.New(slog.DiscardHandler), closing: closing, close: cancel, abandon: closing, exits: &watch.Exits{}}
 	t.Cleanup(func() {
 		cancel()
 		e.cleanups.Wait()

@@ -188,3 +188,13 @@ func cleanBase(name string) string {
 	}
 	return name
 }
+
+// isClosed reports whether ch is closed (or has a value ready).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/watch"
+
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/cio"
@@ -43,14 +45,14 @@ type sandbox struct {
 	stderr    *capture
 	oom       <-chan struct{}
 	stopOOM   func()
-	exit      *exitInfo // how the kernel says its process ended
+	exit      *watch.Exit // how the kernel says its process ended
 	// pidfd refers to its first process for the host's own kill, which it
 	// reaches whatever became of the pid since; valid only with hasPidfd
 	// (none before Linux 5.3, or before the task exists).
 	pidfd     int
 	hasPidfd  bool
-	memCgroup string    // host directory of its memory cgroup; "" if unknown
-	ooms      *oomCount // its memory cgroup's count of OOM kills
+	memCgroup string          // host directory of its memory cgroup; "" if unknown
+	ooms      *watch.OOMCount // its memory cgroup's count of OOM kills
 	// oomsTold counts the OOM kills in its memory cgroup that are not its
 	// process's to explain: in a session, those before the cell now
 	// running, which a result told of or will (see runInSession). Zero
@@ -138,7 +140,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	if err := s.createContainer(ctx, img, labels, how); err != nil {
 		return nil, err
 	}
-	s.oom, s.stopOOM = e.events.track(s.id)
+	s.oom, s.stopOOM = e.events.Track(s.id)
 	var stdin io.Reader // none: /dev/null
 	var stdout, stderr io.Writer = s.stdout, s.stderr
 	switch {
@@ -159,15 +161,15 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 	}
 	// The task's process is the program's, from the stub or runc's init
 	// to the interpreter: the same pid.
-	s.exit = e.exits.track(s.task.Pid())
+	s.exit = e.exits.Track(s.task.Pid())
 	if fd, err := unix.PidfdOpen(int(s.task.Pid()), 0); err == nil {
 		s.pidfd, s.hasPidfd = fd, true
 	}
 	// Its memory cgroup counts the OOM killer's kills for explain; the
 	// watch keeps the count should the cgroup go with the exit, as a
 	// systemd scope's does.
-	s.memCgroup = memoryCgroup(s.task.Pid())
-	s.ooms = e.ooms.track(s.memCgroup)
+	s.memCgroup = watch.MemoryCgroup(s.task.Pid())
+	s.ooms = e.ooms.Track(s.memCgroup)
 	if err := workspace.Same(s.task.Pid(), filepath.Join(s.dir, workspace.Dir)); err != nil {
 		return nil, err
 	}
@@ -332,13 +334,13 @@ func (s *sandbox) execute(ctx context.Context, req Request, timeout time.Duratio
 	var code uint32
 	// The process's end is told by containerd's exit, or, first or alone
 	// when containerd is slow or hangs, by the kernel's.
-	kernel, exited := s.exit.done, s.exited
+	kernel, exited := s.exit.Done(), s.exited
 wait:
 	for {
 		select {
 		case st := <-exited:
 			c, _, err := st.Result()
-			if err != nil && s.e.exits.usable() {
+			if err != nil && s.e.exits.Usable() {
 				// containerd went away (its wait broke): the shim and
 				// the program go on, and the kernel tells their end.
 				s.e.log.Warn("containerd's wait for the sandbox broke; waiting for the kernel's word", "run", s.id, "err", err)
@@ -351,7 +353,7 @@ wait:
 			code = c
 			break wait
 		case <-kernel:
-			c, ok := s.exit.code()
+			c, ok := s.exit.Code()
 			if !ok {
 				kernel = nil // the kernel's word is missing: wait for containerd's
 				continue
@@ -365,7 +367,7 @@ wait:
 		case <-timer.C:
 			// A program that ended in time is not timed out, whatever
 			// containerd has said of it yet.
-			if c, ok := s.exit.code(); ok {
+			if c, ok := s.exit.Code(); ok {
 				code = c
 				break wait
 			}
@@ -385,7 +387,7 @@ wait:
 	// A stub that ended before it exec'd the program (two execs: runc's
 	// init into the stub, the stub into the interpreter) ran nothing,
 	// whatever containerd says of its status.
-	if n, ok := s.exit.execed(); ok && s.start != nil && s.warm == nil && n < 2 && !res.TimedOut {
+	if n, ok := s.exit.Execed(); ok && s.start != nil && s.warm == nil && n < 2 && !res.TimedOut {
 		return nil, &stubEnded{code: code}
 	}
 	res.Duration = time.Since(start)
@@ -422,7 +424,7 @@ func (s *sandbox) explain(res *Result, code uint32) {
 	if res.TimedOut {
 		res.Signal = signalName(syscall.SIGKILL)
 	} else if code > 128 {
-		sig, known := s.exit.signal(code)
+		sig, known := s.exit.Signal(code)
 		if sig != 0 {
 			res.Signal = signalName(sig)
 		}
@@ -454,7 +456,7 @@ func (s *sandbox) explain(res *Result, code uint32) {
 // oomCounted reports whether the sandbox's memory cgroup counted more
 // than told OOM kills.
 func (s *sandbox) oomCounted(told uint64) bool {
-	n, ok := s.ooms.kills()
+	n, ok := s.ooms.Kills()
 	return ok && n > told
 }
 
@@ -468,7 +470,7 @@ func (s *sandbox) killFromHost() {
 	switch {
 	case s.hasPidfd:
 		err = unix.PidfdSendSignal(s.pidfd, unix.SIGKILL, nil, 0)
-	case !isClosed(s.exit.done):
+	case !isClosed(s.exit.Done()):
 		err = unix.Kill(int(s.task.Pid()), unix.SIGKILL)
 	}
 	if err != nil && err != unix.ESRCH {
@@ -522,18 +524,18 @@ func (s *sandbox) kill(ctx context.Context) (uint32, error) {
 	}
 	t := time.NewTimer(exitTimeout)
 	defer t.Stop()
-	kernel, exited := s.exit.done, s.exited
+	kernel, exited := s.exit.Done(), s.exited
 	for {
 		select {
 		case st := <-exited:
 			code, _, err := st.Result()
-			if err != nil && s.e.exits.usable() {
+			if err != nil && s.e.exits.Usable() {
 				exited = nil // containerd went away: the kernel tells
 				continue
 			}
 			return code, err
 		case <-kernel:
-			if code, ok := s.exit.code(); ok {
+			if code, ok := s.exit.Code(); ok {
 				return s.containerdExit(exited, code), nil
 			}
 			kernel = nil
@@ -651,9 +653,9 @@ func (s *sandbox) destroy(ctx context.Context) {
 	if s.stopOOM != nil {
 		s.stopOOM()
 	}
-	s.e.ooms.untrack(s.ooms)
+	s.e.ooms.Untrack(s.ooms)
 	if s.exit != nil {
-		s.e.exits.untrack(s.task.Pid())
+		s.e.exits.Untrack(s.task.Pid())
 	}
 	if s.hasPidfd {
 		unix.Close(s.pidfd)

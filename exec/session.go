@@ -377,7 +377,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	// the sandbox's explain no longer counts them, and if this call
 	// returns no result the next one tells of them.
 	told := ss.sb.oomsTold.Load()
-	ooms, _ := ss.sb.ooms.kills()
+	ooms, _ := ss.sb.ooms.Kills()
 	ooms = max(ooms, told)
 	ss.sb.oomsTold.Store(ooms)
 	reported := false
@@ -415,7 +415,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	}
 	// Read while the cgroup exists: a session that must end is ended
 	// below.
-	now, ok := ss.sb.ooms.kills()
+	now, ok := ss.sb.ooms.Kills()
 	if ok && now > ooms {
 		res.OOMKilled = true
 	}
@@ -611,7 +611,7 @@ func (ss *session) interrupt() {
 	defer cancel()
 	if err := ss.sb.task.Kill(ctx, syscall.SIGINT); err != nil && !errdefs.IsNotFound(err) {
 		ss.e.log.Warn("interrupt session; signalling its process from the host", "session", ss.id, "err", err)
-		if !isClosed(ss.sb.exit.done) {
+		if !isClosed(ss.sb.exit.Done()) {
 			unix.Kill(int(ss.sb.task.Pid()), unix.SIGINT)
 		}
 	}
@@ -621,20 +621,20 @@ func (ss *session) interrupt() {
 // the kernel's, and ends the session unless a call is running, which
 // reports it.
 func (ss *session) watch() {
-	kernel, exited := ss.sb.exit.done, ss.sb.exited
+	kernel, exited := ss.sb.exit.Done(), ss.sb.exited
 wait:
 	for {
 		select {
 		case st := <-exited:
 			c, _, err := st.Result()
-			if err != nil && ss.e.exits.usable() {
+			if err != nil && ss.e.exits.Usable() {
 				exited = nil // containerd went away: the kernel tells
 				continue
 			}
 			ss.code = c
 			break wait
 		case <-kernel:
-			c, ok := ss.sb.exit.code()
+			c, ok := ss.sb.exit.Code()
 			if !ok {
 				kernel = nil
 				continue

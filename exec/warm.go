@@ -82,7 +82,7 @@ func (s *sandbox) warmUp(ctx context.Context) error {
 	defer cancel()
 	// The kernel's word that the process ended counts only if it is
 	// known: a watch that lost events, or none, closes done without it.
-	kernel := s.exit.done
+	kernel := s.exit.Done()
 	for _, g := range []*warmGate{w.out, w.err} {
 	wait:
 		for {
@@ -90,7 +90,7 @@ func (s *sandbox) warmUp(ctx context.Context) error {
 			case <-g.ready:
 				break wait
 			case <-kernel:
-				if code, ok := s.exit.code(); ok {
+				if code, ok := s.exit.Code(); ok {
 					return s.warmEnded(w, code)
 				}
 				kernel = nil

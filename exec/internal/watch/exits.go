@@ -1,4 +1,4 @@
-package exec
+package watch
 
 import (
 	"context"
@@ -32,23 +32,23 @@ const (
 // the process's exit, but our reader may not have read it yet.
 const exitInfoGrace = 200 * time.Millisecond
 
-// exitWatch learns from the kernel's process events connector how the
+// Exits learns from the kernel's process events connector how the
 // processes it tracks ended: by a signal, or by exit with a status.
 // containerd's exit status cannot tell a program killed by signal N from
 // one that called exit(128+N); the kernel's wait status can. It needs
 // CAP_NET_ADMIN in the host's network namespace (the server runs as root
 // for containerd's socket anyway). Without it, or when the kernel dropped
 // events, it knows nothing of a process, and says so.
-type exitWatch struct {
+type Exits struct {
 	f       *os.File // nil if the connector is not available
 	mu      sync.Mutex
-	tracked map[uint32]*exitInfo // by host pid
+	tracked map[uint32]*Exit // by host pid
 	stopped chan struct{}
 }
 
-// exitInfo is how one tracked process ended; done is closed once status
+// Exit is how one tracked process ended; done is closed once status
 // is set, or once the watch knows it cannot tell.
-type exitInfo struct {
+type Exit struct {
 	done   chan struct{}
 	known  bool
 	status syscall.WaitStatus
@@ -56,8 +56,8 @@ type exitInfo struct {
 	since  uint64 // when tracking began, CLOCK_MONOTONIC ns, as events are stamped
 }
 
-func watchExits(ctx context.Context, log *slog.Logger) *exitWatch {
-	w := &exitWatch{tracked: map[uint32]*exitInfo{}, stopped: make(chan struct{})}
+func NewExits(ctx context.Context, log *slog.Logger) *Exits {
+	w := &Exits{tracked: map[uint32]*Exit{}, stopped: make(chan struct{})}
 	f, err := listenProcEvents()
 	if err != nil {
 		log.Info("the kernel's process events are not available: a program's exit status of 129 to 192 is not told apart from a signal", "err", err)
@@ -105,7 +105,7 @@ func listenProcEvents() (*os.File, error) {
 	return os.NewFile(uintptr(fd), "netlink-proc-connector"), nil
 }
 
-func (w *exitWatch) read(log *slog.Logger) {
+func (w *Exits) read(log *slog.Logger) {
 	defer close(w.stopped)
 	buf := make([]byte, 64<<10)
 	for {
@@ -126,7 +126,7 @@ func (w *exitWatch) read(log *slog.Logger) {
 }
 
 // parse reads the exit events in one datagram.
-func (w *exitWatch) parse(b []byte) {
+func (w *Exits) parse(b []byte) {
 	le := binary.NativeEndian
 	for len(b) >= nlmsgHdrLen {
 		l := int(le.Uint32(b))
@@ -164,7 +164,7 @@ func (w *exitWatch) parse(b []byte) {
 }
 
 // forget tells everything tracked that its end cannot be told.
-func (w *exitWatch) forget() {
+func (w *Exits) forget() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, info := range w.tracked {
@@ -174,10 +174,10 @@ func (w *exitWatch) forget() {
 	}
 }
 
-// track starts listening for the exit of host process pid; call it while
+// Track starts listening for the exit of host process pid; call it while
 // the process still runs, and untrack once its result is read.
-func (w *exitWatch) track(pid uint32) *exitInfo {
-	info := &exitInfo{done: make(chan struct{})}
+func (w *Exits) Track(pid uint32) *Exit {
+	info := &Exit{done: make(chan struct{})}
 	var now unix.Timespec
 	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) == nil {
 		info.since = uint64(now.Nano())
@@ -192,30 +192,33 @@ func (w *exitWatch) track(pid uint32) *exitInfo {
 	return info
 }
 
-func (w *exitWatch) untrack(pid uint32) {
+func (w *Exits) Untrack(pid uint32) {
 	w.mu.Lock()
 	delete(w.tracked, pid)
 	w.mu.Unlock()
 }
 
-func (w *exitWatch) wait() { <-w.stopped }
+func (w *Exits) Wait() { <-w.stopped }
 
-// usable reports whether the watch hears the kernel's process events.
-func (w *exitWatch) usable() bool { return w.f != nil }
+// Usable reports whether the watch hears the kernel's process events.
+func (w *Exits) Usable() bool { return w.f != nil }
 
-// execed returns, once the process ended, how many programs it exec'd
+// Done is closed once the process ended.
+func (info *Exit) Done() <-chan struct{} { return info.done }
+
+// Execed returns, once the process ended, how many programs it exec'd
 // while it was tracked; ok is false when the kernel's word is missing.
-func (info *exitInfo) execed() (n int, ok bool) {
+func (info *Exit) Execed() (n int, ok bool) {
 	if !isClosed(info.done) || !info.known {
 		return 0, false
 	}
 	return info.execs, true
 }
 
-// code returns the status containerd will report for the process, from
+// Code returns the status containerd will report for the process, from
 // the kernel's word: its exit status, or 128+N for signal N. ok is false
 // while the process runs, or when the kernel's word is missing.
-func (info *exitInfo) code() (code uint32, ok bool) {
+func (info *Exit) Code() (code uint32, ok bool) {
 	if !isClosed(info.done) || !info.known {
 		return 0, false
 	}
@@ -225,10 +228,10 @@ func (info *exitInfo) code() (code uint32, ok bool) {
 	return uint32(info.status.ExitStatus()), true
 }
 
-// signal says, once the process's exit was reported with status code,
+// Signal says, once the process's exit was reported with status code,
 // whether a signal killed it and which: known is false when the kernel's
 // word is missing, or does not match code.
-func (info *exitInfo) signal(code uint32) (sig syscall.Signal, known bool) {
+func (info *Exit) Signal(code uint32) (sig syscall.Signal, known bool) {
 	t := time.NewTimer(exitInfoGrace)
 	defer t.Stop()
 	select {

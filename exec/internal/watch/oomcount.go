@@ -1,4 +1,4 @@
-package exec
+package watch
 
 import (
 	"os"
@@ -14,7 +14,7 @@ const cgroupRoot = "/sys/fs/cgroup"
 // process pid is in, read from /proc/PID/cgroup: the memory controller's
 // own hierarchy on cgroup v1 (or hybrid), the unified one on v2. It
 // returns "" if it cannot tell.
-func memoryCgroup(pid uint32) string {
+func MemoryCgroup(pid uint32) string {
 	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/cgroup")
 	if err != nil {
 		return ""

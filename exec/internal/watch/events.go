@@ -1,4 +1,4 @@
-package exec
+package watch
 
 import (
 	"context"
@@ -16,19 +16,19 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// eventWatch follows containerd's events for our namespace: it remembers
+// Events follows containerd's events for our namespace: it remembers
 // which containers the memory cgroup killed in (/tasks/oom), and tells
 // imageChanged the name of every image created, updated or deleted
 // (/images/...).
-type eventWatch struct {
+type Events struct {
 	mu           sync.Mutex
 	killed       map[string]chan struct{} // by container id; closed on an OOM kill
 	imageChanged func(name string)
 	stopped      chan struct{}
 }
 
-func watchEvents(ctx context.Context, c *containerd.Client, namespace string, log *slog.Logger, imageChanged func(name string)) *eventWatch {
-	w := &eventWatch{killed: map[string]chan struct{}{}, imageChanged: imageChanged, stopped: make(chan struct{})}
+func NewEvents(ctx context.Context, c *containerd.Client, namespace string, log *slog.Logger, imageChanged func(name string)) *Events {
+	w := &Events{killed: map[string]chan struct{}{}, imageChanged: imageChanged, stopped: make(chan struct{})}
 	// Each filter is an alternative; within one, the conditions all hold.
 	ns := `namespace==` + strconv.Quote(namespace)
 	filters := []string{`topic=="/tasks/oom",` + ns, `topic~="^/images/",` + ns}
@@ -54,7 +54,7 @@ func watchEvents(ctx context.Context, c *containerd.Client, namespace string, lo
 }
 
 // follow reads one subscription until it ends.
-func (w *eventWatch) follow(evs <-chan *events.Envelope, errs <-chan error, log *slog.Logger) {
+func (w *Events) follow(evs <-chan *events.Envelope, errs <-chan error, log *slog.Logger) {
 	for {
 		select {
 		case env, ok := <-evs:
@@ -85,7 +85,7 @@ func (w *eventWatch) follow(evs <-chan *events.Envelope, errs <-chan error, log 
 }
 
 // saw records an OOM kill in container id, if a run is listening for it.
-func (w *eventWatch) saw(id string) {
+func (w *Events) saw(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if ch, ok := w.killed[id]; ok && !isClosed(ch) {
@@ -93,9 +93,9 @@ func (w *eventWatch) saw(id string) {
 	}
 }
 
-// track listens for OOM kills in container id until done is called; ch is
+// Track listens for OOM kills in container id until done is called; ch is
 // closed when one is seen. Call it before the task starts.
-func (w *eventWatch) track(id string) (ch <-chan struct{}, done func()) {
+func (w *Events) Track(id string) (ch <-chan struct{}, done func()) {
 	c := make(chan struct{})
 	w.mu.Lock()
 	w.killed[id] = c
@@ -107,7 +107,7 @@ func (w *eventWatch) track(id string) (ch <-chan struct{}, done func()) {
 	}
 }
 
-func (w *eventWatch) wait() { <-w.stopped }
+func (w *Events) Wait() { <-w.stopped }
 
 func isClosed(ch <-chan struct{}) bool {
 	select {

@@ -1,4 +1,4 @@
-package exec
+package watch
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// oomWatch keeps, for each live sandbox on cgroup v2, the last count of
+// OOMs keeps, for each live sandbox on cgroup v2, the last count of
 // OOM kills its memory cgroup's memory.events gave, read again whenever
 // the kernel says the file changed (one inotify instance for the whole
 // executor: root's inotify instances are a budget of the whole host). The
@@ -21,23 +21,23 @@ import (
 // as soon as its last process is, so after the exit the count may be gone
 // with it. On cgroup v1, memory.oom_control tells of nothing through
 // inotify; there the count is read once, at tracking, and after the exit.
-type oomWatch struct {
+type OOMs struct {
 	f       *os.File // nil where inotify is not available
 	mu      sync.Mutex
-	byWD    map[int32]*oomCount
+	byWD    map[int32]*OOMCount
 	stopped chan struct{}
 }
 
-// oomCount is one sandbox's count of OOM kills, as last read.
-type oomCount struct {
+// OOMCount is one sandbox's count of OOM kills, as last read.
+type OOMCount struct {
 	dir  string
 	wd   int32 // -1 if not watched
 	last atomic.Uint64
 	read atomic.Bool // last holds a count read
 }
 
-func watchOOMs(ctx context.Context, log *slog.Logger) *oomWatch {
-	w := &oomWatch{byWD: map[int32]*oomCount{}, stopped: make(chan struct{})}
+func NewOOMs(ctx context.Context, log *slog.Logger) *OOMs {
+	w := &OOMs{byWD: map[int32]*OOMCount{}, stopped: make(chan struct{})}
 	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
 	if err != nil {
 		log.Info("inotify is not available: an OOM kill is told from containerd's event and the count read after the exit only", "err", err)
@@ -53,7 +53,7 @@ func watchOOMs(ctx context.Context, log *slog.Logger) *oomWatch {
 	return w
 }
 
-func (w *oomWatch) follow() {
+func (w *OOMs) follow() {
 	defer close(w.stopped)
 	buf := make([]byte, 64*(unix.SizeofInotifyEvent+unix.NAME_MAX+1))
 	for {
@@ -75,10 +75,10 @@ func (w *oomWatch) follow() {
 	}
 }
 
-// track starts following the memory cgroup at dir ("" for none) and reads
+// Track starts following the memory cgroup at dir ("" for none) and reads
 // its count once.
-func (w *oomWatch) track(dir string) *oomCount {
-	c := &oomCount{dir: dir, wd: -1}
+func (w *OOMs) Track(dir string) *OOMCount {
+	c := &OOMCount{dir: dir, wd: -1}
 	if dir == "" {
 		return c
 	}
@@ -94,8 +94,8 @@ func (w *oomWatch) track(dir string) *oomCount {
 	return c
 }
 
-// untrack stops following c.
-func (w *oomWatch) untrack(c *oomCount) {
+// Untrack stops following c.
+func (w *OOMs) Untrack(c *OOMCount) {
 	if c == nil || c.wd < 0 {
 		return
 	}
@@ -109,7 +109,7 @@ func (w *oomWatch) untrack(c *oomCount) {
 // withFD calls fn with the inotify descriptor, unless there is none or it
 // is closed; the descriptor stays open until fn returns. (File.Fd would
 // make it blocking, and a Read blocked in it could then not be ended.)
-func (w *oomWatch) withFD(fn func(fd int)) {
+func (w *OOMs) withFD(fn func(fd int)) {
 	if w.f == nil {
 		return
 	}
@@ -120,10 +120,10 @@ func (w *oomWatch) withFD(fn func(fd int)) {
 	rc.Control(func(fd uintptr) { fn(int(fd)) })
 }
 
-func (w *oomWatch) wait() { <-w.stopped }
+func (w *OOMs) Wait() { <-w.stopped }
 
 // update reads the count again, keeping the highest seen.
-func (c *oomCount) update() {
+func (c *OOMCount) update() {
 	n, ok := oomKills(c.dir)
 	if !ok {
 		return
@@ -140,9 +140,9 @@ func (c *oomCount) update() {
 	}
 }
 
-// kills returns the cgroup's count of OOM kills: read now if the cgroup
+// Kills returns the cgroup's count of OOM kills: read now if the cgroup
 // is still there, else the last count read; ok is false if none ever was.
-func (c *oomCount) kills() (uint64, bool) {
+func (c *OOMCount) Kills() (uint64, bool) {
 	if c == nil {
 		return 0, false
 	}

@@ -1,4 +1,4 @@
-package exec
+package watch
 
 import (
 	"context"
@@ -17,10 +17,10 @@ import (
 // (TestOOMIsReported under the systemd driver).
 func TestOOMCountOutlivesItsCgroup(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := watchOOMs(ctx, slog.New(slog.DiscardHandler))
+	w := NewOOMs(ctx, slog.New(slog.DiscardHandler))
 	defer func() {
 		cancel()
-		w.wait()
+		w.Wait()
 	}()
 	if w.f == nil {
 		t.Fatal("no inotify instance")
@@ -33,8 +33,8 @@ func TestOOMCountOutlivesItsCgroup(t *testing.T) {
 	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c := w.track(dir)
-	if n, ok := c.kills(); !ok || n != 0 {
+	c := w.Track(dir)
+	if n, ok := c.Kills(); !ok || n != 0 {
 		t.Fatalf("kills at start: %d %v; want 0 true", n, ok)
 	}
 	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"), 0o644); err != nil {
@@ -49,15 +49,15 @@ func TestOOMCountOutlivesItsCgroup(t *testing.T) {
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	if n, ok := c.kills(); !ok || n != 1 {
+	if n, ok := c.Kills(); !ok || n != 1 {
 		t.Errorf("kills after the cgroup went: %d %v; want 1 true", n, ok)
 	}
-	w.untrack(c)
+	w.Untrack(c)
 	if len(w.byWD) != 0 {
 		t.Errorf("%d watches left after untrack", len(w.byWD))
 	}
 	// Nothing counted, nothing known: a cgroup never read.
-	if n, ok := w.track("").kills(); ok || n != 0 {
+	if n, ok := w.Track("").Kills(); ok || n != 0 {
 		t.Errorf("kills of no cgroup: %d %v; want 0 false", n, ok)
 	}
 }

@@ -1,4 +1,4 @@
-package exec
+package watch
 
 import (
 	"context"
@@ -11,18 +11,18 @@ import (
 
 // rootWatch starts an exit watch for the test, which needs CAP_NET_ADMIN
 // (make test runs as root), and stops it when the test ends.
-func rootWatch(t *testing.T) *exitWatch {
+func rootWatch(t *testing.T) *Exits {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (CAP_NET_ADMIN) for the kernel's process events; make test runs as root")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := watchExits(ctx, slog.New(slog.DiscardHandler))
+	w := NewExits(ctx, slog.New(slog.DiscardHandler))
 	t.Cleanup(func() {
 		cancel()
-		w.wait()
+		w.Wait()
 	})
-	if !w.usable() {
+	if !w.Usable() {
 		t.Fatal("the process events connector did not open as root")
 	}
 	return w
@@ -53,16 +53,16 @@ func TestExitWatchTellsSignalFromExitStatus(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		info := w.track(uint32(cmd.Process.Pid))
+		info := w.Track(uint32(cmd.Process.Pid))
 		in.Write([]byte("\n"))
 		cmd.Wait()
-		sig, known := info.signal(tt.code)
-		w.untrack(uint32(cmd.Process.Pid))
+		sig, known := info.Signal(tt.code)
+		w.Untrack(uint32(cmd.Process.Pid))
 		if !known || sig != tt.sig {
 			t.Errorf("%q: got signal %v known %v; want %v known", tt.script, sig, known, tt.sig)
 		}
 		// A status that does not match what the kernel saw is unknown.
-		if _, known := info.signal(tt.code + 1); known {
+		if _, known := info.Signal(tt.code + 1); known {
 			t.Errorf("%q with status %d: known; want unknown, as it does not match", tt.script, tt.code+1)
 		}
 	}
@@ -70,9 +70,9 @@ func TestExitWatchTellsSignalFromExitStatus(t *testing.T) {
 
 // Without the connector, nothing is known, and nobody waits for it.
 func TestExitWatchWithoutTheConnectorKnowsNothing(t *testing.T) {
-	w := &exitWatch{tracked: map[uint32]*exitInfo{}}
-	info := w.track(1)
-	if sig, known := info.signal(139); known || sig != 0 {
+	w := &Exits{tracked: map[uint32]*Exit{}}
+	info := w.Track(1)
+	if sig, known := info.Signal(139); known || sig != 0 {
 		t.Errorf("got signal %v known %v; want unknown", sig, known)
 	}
 }
@@ -104,12 +104,12 @@ func TestExitWatchCountsExecs(t *testing.T) {
 			t.Fatal(err)
 		}
 		out.Read(make([]byte, 1))
-		info := w.track(uint32(cmd.Process.Pid))
+		info := w.Track(uint32(cmd.Process.Pid))
 		in.Write([]byte("\n"))
 		cmd.Wait()
-		info.signal(0) // waits for the exit event
-		n, ok := info.execed()
-		w.untrack(uint32(cmd.Process.Pid))
+		info.Signal(0) // waits for the exit event
+		n, ok := info.Execed()
+		w.Untrack(uint32(cmd.Process.Pid))
 		if !ok || n != tt.execs {
 			t.Errorf("%q: got %d execs (known %v); want %d", tt.script, n, ok, tt.execs)
 		}
