@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/lifetime"
 	"code-sandbox-mcp/exec/internal/watch"
 
 	"code-sandbox-mcp/exec/internal/uid"
@@ -81,19 +82,15 @@ type Executor struct {
 	hard        map[string]uint64 // the server's own hard rlimits
 	uids        *uid.Claims
 
-	// closing is cancelled by Close; every run derives from it too.
-	closing   context.Context
-	close     context.CancelFunc
+	// life is closed by Close, and abandoned closeTimeout after Close
+	// began: deletes still going then give up.
+	life      *lifetime.Lifetime
 	runs      sync.WaitGroup // runs in flight
 	cleanups  sync.WaitGroup // sandboxes being destroyed
 	preparing sync.WaitGroup // images being pulled or unpacked
 
-	// abandon is cancelled closeTimeout after Close began: deletes still
-	// going then give up.
-	abandon     context.Context
-	stopDeletes context.CancelFunc
-	retries     retryList
-	retried     chan struct{} // closed when the retry loop has stopped
+	retries retryList
+	retried chan struct{} // closed when the retry loop has stopped
 
 	langs map[string]*language // by name
 
@@ -158,7 +155,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	}
 	// Every call runs in our namespace, whatever namespace the caller's
 	// context names.
-	closing, cancel := context.WithCancel(namespaces.WithNamespace(context.WithoutCancel(ctx), cfg.Namespace))
+	life := lifetime.New(cfg.Namespace)
 	e := &Executor{
 		cfg:         cfg,
 		client:      c,
@@ -169,23 +166,22 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		slots:       make(chan struct{}, cfg.Concurrency),
 		hard:        hardLimits(),
 		uids:        ids,
-		closing:     closing,
-		close:       cancel,
+		life:        life,
 		langs:       map[string]*language{},
 		retried:     make(chan struct{}),
 	}
-	e.abandon, e.stopDeletes = context.WithCancel(context.Background())
 	for _, l := range cfg.Languages {
 		if _, dup := e.langs[l.Name]; dup {
 			c.Close()
-			cancel()
 			return nil, fmt.Errorf("language %q is configured twice: %w", l.Name, errdefs.ErrInvalidArgument)
 		}
 		e.langs[l.Name] = newLanguage(e, l)
 	}
-	e.events = watch.NewEvents(closing, c, cfg.Namespace, log, e.imageChanged)
-	e.exits = watch.NewExits(closing, log)
-	e.ooms = watch.NewOOMs(closing, log)
+	// The watches end when Close begins.
+	bg, _ := life.Background()
+	e.events = watch.NewEvents(bg, c, cfg.Namespace, log, e.imageChanged)
+	e.exits = watch.NewExits(bg, log)
+	e.ooms = watch.NewOOMs(bg, log)
 	go e.retryLoop()
 	return e, nil
 }
@@ -208,13 +204,11 @@ func (e *Executor) imageChanged(name string) {
 // it, and waits for it.
 func (e *Executor) Prepare(ctx context.Context) error {
 	if !e.enter() {
-		return fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+		return ErrClosed
 	}
 	defer e.runs.Done()
-	ctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, e.cfg.Namespace))
+	ctx, cancel := e.life.UntilClosed(ctx)
 	defer cancel()
-	stop := context.AfterFunc(e.closing, cancel)
-	defer stop()
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -250,10 +244,10 @@ func (e *Executor) Close() error {
 }
 
 func (e *Executor) shutdown() error {
-	t := time.AfterFunc(closeTimeout, e.stopDeletes)
+	t := time.AfterFunc(closeTimeout, e.life.Abandon)
 	defer t.Stop()
 	e.closeMu.Lock()
-	e.close()
+	e.life.Close()
 	e.closeMu.Unlock()
 	e.endSessions("the server is shutting down")
 	e.runs.Wait()
@@ -263,10 +257,12 @@ func (e *Executor) shutdown() error {
 	e.cleanups.Wait()
 	<-e.retried
 	var err error
-	if left := e.retryDeletes(e.abandon); left > 0 {
+	last, cancel := e.life.Detached(context.Background(), closeTimeout)
+	defer cancel()
+	if left := e.retryDeletes(last); left > 0 {
 		err = fmt.Errorf("%d sandboxes could not be deleted; the next server's start-up sweep deletes them", left)
 	}
-	e.stopDeletes()
+	e.life.Abandon()
 	e.uids.Abandon()
 	e.preparing.Wait()
 	e.events.Wait()
@@ -344,7 +340,7 @@ func hardLimits() map[string]uint64 {
 // time; once Close has begun it says the executor is closed.
 func (e *Executor) Ready(ctx context.Context) error {
 	if !e.enter() {
-		return fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+		return ErrClosed
 	}
 	defer e.runs.Done()
 	ctx = namespaces.WithNamespace(ctx, e.cfg.Namespace)

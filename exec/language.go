@@ -116,9 +116,8 @@ func (l *language) ready(ctx context.Context) (*preparedImage, error) {
 // Close's own bound: a server that exits does not wait for a pull.
 func (l *language) prepare(f *flight) {
 	defer l.e.preparing.Done()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(l.e.closing), prepareTimeout)
+	ctx, cancel := l.e.life.Detached(context.Background(), prepareTimeout)
 	defer cancel()
-	defer context.AfterFunc(l.e.abandon, cancel)()
 	img, pulled, err := l.e.prepareImage(ctx, l.cfg)
 	l.mu.Lock()
 	f.img, f.err = img, err

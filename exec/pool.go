@@ -227,7 +227,8 @@ func (p *pool) wait() {
 func (p *pool) fill() {
 	defer close(p.done)
 	e := p.l.e
-	ctx := e.closing
+	ctx, cancel := e.life.Background()
+	defer cancel()
 	backoff := time.Second
 	var lastErr string
 	tick := time.NewTicker(poolMaxAge / 4)
@@ -358,9 +359,9 @@ func (p *pool) drain() {
 	for {
 		select {
 		case s := <-p.ready:
-			wg.Go(func() { s.destroy(p.l.e.closing) })
+			wg.Go(func() { s.destroy(context.Background()) })
 		case s := <-p.loaded:
-			wg.Go(func() { s.destroy(p.l.e.closing) })
+			wg.Go(func() { s.destroy(context.Background()) })
 		default:
 			return
 		}

@@ -1,12 +1,12 @@
 package exec
 
 import (
-	"context"
 	"log/slog"
 	"testing"
 	"time"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/lifetime"
 	"code-sandbox-mcp/exec/internal/watch"
 )
 
@@ -14,10 +14,10 @@ import (
 // a pool's take and expire need, and no more.
 func testLanguage(t *testing.T, size int) *language {
 	t.Helper()
-	closing, cancel := context.WithCancel(context.Background())
-	e := &Executor{log: slog.New(slog.DiscardHandler), closing: closing, close: cancel, abandon: closing, exits: &watch.Exits{}}
+	e := &Executor{log: slog.New(slog.DiscardHandler), life: lifetime.New("test"), exits: &watch.Exits{}}
 	t.Cleanup(func() {
-		cancel()
+		e.life.Close()
+		e.life.Abandon()
 		e.cleanups.Wait()
 	})
 	l := newLanguage(e, config.Language{Name: "test", Pool: size})

@@ -52,11 +52,13 @@ func (e *Executor) retryLoop() {
 	defer t.Stop()
 	for {
 		select {
-		case <-e.closing.Done():
+		case <-e.life.Closing():
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(e.closing, cleanupTimeout)
+			ctx, cancel := e.life.UntilClosed(context.Background())
+			ctx, stop := context.WithTimeout(ctx, cleanupTimeout)
 			e.retryDeletes(ctx)
+			stop()
 			cancel()
 		}
 	}

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/exec/internal/workspace"
@@ -51,17 +50,15 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		return nil, err
 	}
 	if !e.enter() {
-		return nil, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+		return nil, ErrClosed
 	}
 	defer e.runs.Done()
 	caller := ctx
 	defer func() { err = e.notAnswering(caller, err) }()
 	// Runs end when the caller gives up or the executor closes, and run
 	// in our namespace.
-	ctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, e.cfg.Namespace))
+	ctx, cancel := e.life.UntilClosed(ctx)
 	defer cancel()
-	stop := context.AfterFunc(e.closing, cancel)
-	defer stop()
 
 	if req.Session != "" {
 		return e.runInSession(ctx, req, timeout)
@@ -108,6 +105,10 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 	return s.execute(ctx, req, timeout)
 }
 
+// ErrClosed is the error of every call made once Close has begun. It is
+// an errdefs.ErrUnavailable.
+var ErrClosed = fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+
 // ErrNotAnswering marks the errors of calls that containerd did not
 // answer, or refused as unavailable, on an executor that was connected:
 // the daemon is restarting, or hangs. Retrying in a moment may help.
@@ -118,7 +119,7 @@ var ErrNotAnswering = errors.New("containerd is not answering (restarting?)")
 // caller (ctx) still waited.
 func (e *Executor) notAnswering(ctx context.Context, err error) error {
 	switch {
-	case err == nil, e.closing.Err() != nil, ctx.Err() != nil:
+	case err == nil, e.life.Closed(), ctx.Err() != nil:
 		return err
 	case errdefs.IsUnavailable(err), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", ErrNotAnswering, err)
@@ -131,7 +132,7 @@ func (e *Executor) notAnswering(ctx context.Context, err error) error {
 func (e *Executor) enter() bool {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
-	if e.closing.Err() != nil {
+	if e.life.Closed() {
 		return false
 	}
 	e.runs.Add(1)
@@ -147,7 +148,7 @@ func (e *Executor) retire(s *sandbox) {
 // destroyCounted destroys s, which e.cleanups counts already.
 func (e *Executor) destroyCounted(s *sandbox) {
 	defer e.cleanups.Done()
-	s.destroy(e.closing)
+	s.destroy(context.Background())
 }
 
 // check validates a request against its language.

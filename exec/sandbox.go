@@ -104,11 +104,10 @@ const (
 // server's to sweep), and ctx is checked once it is done.
 func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *preparedImage, deadline time.Time, how startHow, sio *sessionIO) (_ *sandbox, err error) {
 	caller := ctx
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
-	defer cancel()
 	// Close's bound ends it too: a server that exits does not wait for a
 	// daemon that hangs.
-	defer context.AfterFunc(e.abandon, cancel)()
+	ctx, cancel := e.life.Detached(ctx, createTimeout)
+	defer cancel()
 	s := &sandbox{
 		e:       e,
 		lang:    lang,
@@ -614,11 +613,10 @@ func (s *sandbox) drain() {
 // (possibly cancelled) request. What is already gone counts as deleted.
 func (s *sandbox) destroy(ctx context.Context) {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
-	defer cancel()
 	// Past the bound on the executor's shutdown, what is left is left to
 	// the next server's sweep.
-	defer context.AfterFunc(s.e.abandon, cancel)()
+	ctx, cancel := s.e.life.Detached(ctx, cleanupTimeout)
+	defer cancel()
 	if s.start != nil {
 		s.start.close()
 	}

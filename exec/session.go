@@ -208,13 +208,12 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 		idle = cfg.IdleTimeout
 	}
 	if !e.enter() {
-		return SessionInfo{}, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+		return SessionInfo{}, ErrClosed
 	}
 	defer e.runs.Done()
 	caller := ctx
-	ctx, cancel := context.WithCancel(namespaces.WithNamespace(ctx, e.cfg.Namespace))
+	ctx, cancel := e.life.UntilClosed(ctx)
 	defer cancel()
-	defer context.AfterFunc(e.closing, cancel)()
 
 	if err := e.sessions.reserve(cfg, owner); err != nil {
 		return SessionInfo{}, err
@@ -260,11 +259,11 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	}
 	e.sessions.add(ss)
 	registered = true
-	if e.closing.Err() != nil {
+	if e.life.Closed() {
 		// Close began after cell 0 was answered, and its end of every
 		// session may have run before the add.
 		ss.end("the server is shutting down")
-		return SessionInfo{}, fmt.Errorf("executor is closed: %w", errdefs.ErrUnavailable)
+		return SessionInfo{}, ErrClosed
 	}
 	ss.mu.Lock()
 	ss.busy = false
