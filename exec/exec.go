@@ -22,6 +22,8 @@ import (
 	"sync"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/sweep"
+
 	"code-sandbox-mcp/exec/internal/lifetime"
 	"code-sandbox-mcp/exec/internal/watch"
 
@@ -75,7 +77,6 @@ type Executor struct {
 	cfg         Config
 	client      *containerd.Client
 	log         *slog.Logger
-	owner       owner
 	snapshotter string
 	volatile    bool // the sandboxes' overlays are mounted volatile; see rootfs.go
 	slots       chan struct{}
@@ -89,7 +90,7 @@ type Executor struct {
 	cleanups  sync.WaitGroup // sandboxes being destroyed
 	preparing sync.WaitGroup // images being pulled or unpacked
 
-	retries retryList
+	reaper  *sweep.Reaper // deletes what is ours, now or later
 	retried chan struct{} // closed when the retry loop has stopped
 
 	langs map[string]*language // by name
@@ -132,11 +133,11 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
-	me, err := self()
+	me, err := sweep.Self()
 	if err != nil {
 		return nil, err
 	}
-	ids, err := uid.New(cfg.UIDs, cfg.UIDLockDir, fmt.Sprintf("pid %d instance %s", me.pid, me.instance))
+	ids, err := uid.New(cfg.UIDs, cfg.UIDLockDir, me.String())
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +161,6 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		cfg:         cfg,
 		client:      c,
 		log:         log,
-		owner:       me,
 		snapshotter: snapshotter,
 		volatile:    volatile,
 		slots:       make(chan struct{}, cfg.Concurrency),
@@ -169,6 +169,15 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		life:        life,
 		langs:       map[string]*language{},
 		retried:     make(chan struct{}),
+		reaper: &sweep.Reaper{
+			Client:      c,
+			Namespace:   cfg.Namespace,
+			Snapshotter: snapshotter,
+			StateDir:    cfg.StateDir,
+			Owner:       me,
+			UIDs:        ids,
+			Log:         log,
+		},
 	}
 	for _, l := range cfg.Languages {
 		if _, dup := e.langs[l.Name]; dup {
@@ -182,7 +191,10 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	e.events = watch.NewEvents(bg, c, cfg.Namespace, log, e.imageChanged)
 	e.exits = watch.NewExits(bg, log)
 	e.ooms = watch.NewOOMs(bg, log)
-	go e.retryLoop()
+	go func() {
+		defer close(e.retried)
+		e.reaper.RetryLoop(life)
+	}()
 	return e, nil
 }
 
@@ -226,7 +238,7 @@ func (e *Executor) Prepare(ctx context.Context) error {
 			}
 		})
 	}
-	if _, err := e.Sweep(ctx); err != nil {
+	if _, err := e.reaper.Sweep(ctx); err != nil {
 		add(fmt.Errorf("sweep: %w", err))
 	}
 	wg.Wait()
@@ -259,7 +271,7 @@ func (e *Executor) shutdown() error {
 	var err error
 	last, cancel := e.life.Detached(context.Background(), closeTimeout)
 	defer cancel()
-	if left := e.retryDeletes(last); left > 0 {
+	if left := e.reaper.Retry(last); left > 0 {
 		err = fmt.Errorf("%d sandboxes could not be deleted; the next server's start-up sweep deletes them", left)
 	}
 	e.life.Abandon()
@@ -269,6 +281,14 @@ func (e *Executor) shutdown() error {
 	e.exits.Wait()
 	e.ooms.Wait()
 	return errors.Join(err, e.client.Close())
+}
+
+// Sweep deletes what servers that are gone left behind in our namespace:
+// tasks, containers with their snapshots, stray snapshots, and program
+// directories. Live runs, ours or another server's, are left alone. It
+// returns how many containers it reaped.
+func (e *Executor) Sweep(ctx context.Context) (int, error) {
+	return e.reaper.Sweep(ctx)
 }
 
 // Client returns the containerd client, for read-only checks such as the

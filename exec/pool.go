@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/sweep"
+
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/config"
@@ -293,7 +295,7 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.MaxTimeout + cleanupGrace)
+	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.MaxTimeout + sweep.CleanupGrace)
 	if p.warm.Load() {
 		how := startWarm
 		if preloaded {

@@ -2,27 +2,25 @@ package exec
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"code-sandbox-mcp/exec/internal/sweep"
 
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/exec/internal/workspace"
 )
 
-// idPrefix starts the id of every container, snapshot and run directory we
-// create.
-const idPrefix = "csm-"
-
 const (
-	// createTimeout bounds the creation of one sandbox, cleanupTimeout the
-	// deletion of its objects.
-	createTimeout  = 30 * time.Second
-	cleanupTimeout = 30 * time.Second
+	// createTimeout bounds the creation of one sandbox.
+	createTimeout = 30 * time.Second
+	// closeTimeout bounds Close, its kills and deletes: what is left then
+	// is the next server's to sweep (its owner, this process, is gone by
+	// then).
+	closeTimeout = 5 * time.Second
 	// killTimeout bounds containerd's kill of a task, exitTimeout the wait
 	// for a killed task to be reported gone.
 	killTimeout = 1 * time.Second
@@ -97,7 +95,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		return nil, err
 	}
 	// Started ahead would only add the stub's exec to the run.
-	s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+cleanupGrace), startOnRun, nil)
+	s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+sweep.CleanupGrace), startOnRun, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -174,12 +172,6 @@ func (e *Executor) check(req Request) (*language, time.Duration, error) {
 		timeout = req.Timeout
 	}
 	return lang, timeout, nil
-}
-
-func newID() string {
-	b := make([]byte, 8)
-	rand.Read(b)
-	return idPrefix + hex.EncodeToString(b)
 }
 
 // cleanBase returns name if it is a plain file name, and "" otherwise.

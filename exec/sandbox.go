@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/sweep"
+
 	"code-sandbox-mcp/exec/internal/watch"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -69,7 +71,7 @@ type sandbox struct {
 	// did not wait for containerd's: destroy waits for it first.
 	exitOwed bool
 	// taskFailed is set when the task could not be created: destroy
-	// then stops a shim containerd may have left (see stopLeftShims).
+	// then stops a shim containerd may have left (see sweep.Reaper.StopLeftShims).
 	taskFailed bool
 	// session holds the streams of a session's driver, which the task
 	// runs instead of a program; nil for a one-shot sandbox.
@@ -112,7 +114,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 		e:       e,
 		lang:    lang,
 		img:     img,
-		id:      newID(),
+		id:      sweep.NewID(),
 		created: time.Now(),
 		stdout:  newCapture(int(lang.Limits.OutputBytes)),
 		stderr:  newCapture(int(lang.Limits.OutputBytes)),
@@ -200,13 +202,7 @@ func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *pr
 // labels are the container's and its snapshot's labels, which say who
 // owns them until deadline.
 func (s *sandbox) labels(deadline time.Time) map[string]string {
-	return map[string]string{
-		LabelInstance: s.e.owner.instance,
-		labelOwner:    s.e.owner.label(),
-		LabelRun:      s.id,
-		LabelLanguage: s.lang.Name,
-		LabelDeadline: deadline.UTC().Format(time.RFC3339),
-	}
+	return s.e.reaper.Owner.Labels(s.id, s.lang.Name, deadline)
 }
 
 // makeDir creates the sandbox's host directory, with the owner's labels in
@@ -219,7 +215,7 @@ func (s *sandbox) makeDir(labels map[string]string) error {
 	if err := os.Mkdir(s.dir, 0o700); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
-	if err := writeOwner(s.dir, labels); err != nil {
+	if err := sweep.WriteOwner(s.dir, labels); err != nil {
 		return fmt.Errorf("create run directory: %w", err)
 	}
 	code := filepath.Join(s.dir, "code")
@@ -615,7 +611,7 @@ func (s *sandbox) destroy(ctx context.Context) {
 	start := time.Now()
 	// Past the bound on the executor's shutdown, what is left is left to
 	// the next server's sweep.
-	ctx, cancel := s.e.life.Detached(ctx, cleanupTimeout)
+	ctx, cancel := s.e.life.Detached(ctx, sweep.CleanupTimeout)
 	defer cancel()
 	if s.start != nil {
 		s.start.close()
@@ -642,9 +638,9 @@ func (s *sandbox) destroy(ctx context.Context) {
 	}
 	var failed error
 	if s.container != nil {
-		// deleteContainer also finds a task whose creation failed on our
+		// sweep.Delete also finds a task whose creation failed on our
 		// side but not in the daemon.
-		if failed = deleteContainer(ctx, s.container); failed != nil {
+		if failed = sweep.Delete(ctx, s.container); failed != nil {
 			s.e.log.Warn("delete sandbox; retrying in the background", "run", s.id, "err", failed)
 		}
 	}
@@ -662,11 +658,11 @@ func (s *sandbox) destroy(ctx context.Context) {
 	// The run directory holds the FIFOs the shim may still have open:
 	// it goes with the container, and the uid is free once both are.
 	if failed != nil {
-		s.e.deleteLater(s.container, s.dir, s.uid)
+		s.e.reaper.DeleteLater(s.container, s.dir, s.uid)
 		return
 	}
 	if s.taskFailed {
-		s.e.stopLeftShims(s.id)
+		s.e.reaper.StopLeftShims(s.id)
 	}
 	if s.uid != 0 {
 		s.e.uids.Release(s.uid)

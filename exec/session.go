@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/sweep"
+
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
@@ -236,7 +238,7 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	}
 	now := time.Now()
 	sio := newSessionIO(lang.cfg.Limits.OutputBytes)
-	sb, err := e.newSandbox(ctx, lang.cfg, img, now.Add(cfg.MaxLifetime+cleanupGrace), startOnRun, sio)
+	sb, err := e.newSandbox(ctx, lang.cfg, img, now.Add(cfg.MaxLifetime+sweep.CleanupGrace), startOnRun, sio)
 	if err != nil {
 		return SessionInfo{}, e.notAnswering(caller, err)
 	}

@@ -1,4 +1,4 @@
-package exec
+package sweep
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 )
 
 func TestOrphaned(t *testing.T) {
-	me := owner{instance: "me", boot: "boot-a", pidNS: "pid:[1]", pid: 1, start: "1"}
+	me := Owner{instance: "me", boot: "boot-a", pidNS: "pid:[1]", pid: 1, start: "1"}
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	past := now.Add(-time.Second).Format(time.RFC3339)
 	future := now.Add(time.Hour).Format(time.RFC3339)
@@ -31,7 +31,7 @@ func TestOrphaned(t *testing.T) {
 	}
 	dead := pidMax + 1
 	label := func(boot, pidNS string, pid int, start string) string {
-		return owner{boot: boot, pidNS: pidNS, pid: pid, start: start}.label()
+		return Owner{boot: boot, pidNS: pidNS, pid: pid, start: start}.Label()
 	}
 
 	for _, tc := range []struct {
@@ -40,44 +40,44 @@ func TestOrphaned(t *testing.T) {
 		want   bool
 	}{
 		{"own instance, deadline passed and owner dead", map[string]string{
-			LabelInstance: "me", LabelDeadline: past, labelOwner: label("boot-b", "pid:[1]", dead, "1"),
+			LabelInstance: "me", LabelDeadline: past, LabelOwner: label("boot-b", "pid:[1]", dead, "1"),
 		}, false},
 		{"deadline passed, owner alive in another pid namespace", map[string]string{
-			LabelInstance: "other", LabelDeadline: past, labelOwner: label("boot-a", "pid:[2]", live, liveStart),
+			LabelInstance: "other", LabelDeadline: past, LabelOwner: label("boot-a", "pid:[2]", live, liveStart),
 		}, true},
 		{"deadline passed, owner alive here", map[string]string{
-			LabelInstance: "other", LabelDeadline: past, labelOwner: label("boot-a", "pid:[1]", live, liveStart),
+			LabelInstance: "other", LabelDeadline: past, LabelOwner: label("boot-a", "pid:[1]", live, liveStart),
 		}, true},
 		{"another boot, deadline to come", map[string]string{
-			LabelInstance: "other", LabelDeadline: future, labelOwner: label("boot-b", "pid:[1]", live, liveStart),
+			LabelInstance: "other", LabelDeadline: future, LabelOwner: label("boot-b", "pid:[1]", live, liveStart),
 		}, true},
 		{"same boot and pid namespace, owner dead", map[string]string{
-			LabelInstance: "other", LabelDeadline: future, labelOwner: label("boot-a", "pid:[1]", dead, liveStart),
+			LabelInstance: "other", LabelDeadline: future, LabelOwner: label("boot-a", "pid:[1]", dead, liveStart),
 		}, true},
 		{"same boot and pid namespace, owner dead, label without a start time", map[string]string{
-			LabelInstance: "other", LabelDeadline: future, labelOwner: label("boot-a", "pid:[1]", dead, ""),
+			LabelInstance: "other", LabelDeadline: future, LabelOwner: label("boot-a", "pid:[1]", dead, ""),
 		}, true},
 		{"same boot and pid namespace, owner alive", map[string]string{
-			LabelInstance: "other", LabelDeadline: future, labelOwner: label("boot-a", "pid:[1]", live, liveStart),
+			LabelInstance: "other", LabelDeadline: future, LabelOwner: label("boot-a", "pid:[1]", live, liveStart),
 		}, false},
 		{"same boot and pid namespace, pid reused by a later process", map[string]string{
-			LabelInstance: "other", LabelDeadline: future, labelOwner: label("boot-a", "pid:[1]", live, liveStart+"0"),
+			LabelInstance: "other", LabelDeadline: future, LabelOwner: label("boot-a", "pid:[1]", live, liveStart+"0"),
 		}, true},
 		{"another pid namespace, no deadline", map[string]string{
-			LabelInstance: "other", labelOwner: label("boot-a", "pid:[2]", dead, "1"),
+			LabelInstance: "other", LabelOwner: label("boot-a", "pid:[2]", dead, "1"),
 		}, false},
 		{"another pid namespace, deadline to come", map[string]string{
-			LabelInstance: "other", LabelDeadline: future, labelOwner: label("boot-a", "pid:[2]", dead, "1"),
+			LabelInstance: "other", LabelDeadline: future, LabelOwner: label("boot-a", "pid:[2]", dead, "1"),
 		}, false},
 		{"owner label of three parts", map[string]string{
-			LabelInstance: "other", labelOwner: "boot-b/pid:[1]/" + strconv.Itoa(dead),
+			LabelInstance: "other", LabelOwner: "boot-b/pid:[1]/" + strconv.Itoa(dead),
 		}, false},
 		{"owner label with a pid that is not a number", map[string]string{
-			LabelInstance: "other", labelOwner: "boot-a/pid:[1]/x/1",
+			LabelInstance: "other", LabelOwner: "boot-a/pid:[1]/x/1",
 		}, false},
 		{"no owner label, no deadline", map[string]string{LabelInstance: "other"}, false},
 		{"deadline not RFC 3339, owner alive here", map[string]string{
-			LabelInstance: "other", LabelDeadline: "yesterday", labelOwner: label("boot-a", "pid:[1]", live, liveStart),
+			LabelInstance: "other", LabelDeadline: "yesterday", LabelOwner: label("boot-a", "pid:[1]", live, liveStart),
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

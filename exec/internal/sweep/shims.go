@@ -1,4 +1,4 @@
-package exec
+package sweep
 
 import (
 	"bytes"
@@ -31,25 +31,25 @@ const (
 	shimTermGrace = 2 * time.Second
 )
 
-// stopLeftShims stops the shims of container id in our namespace that
+// StopLeftShims stops the shims of container id in our namespace that
 // outlive its deletion, and logs each. Call it once the container is
 // deleted.
-func (e *Executor) stopLeftShims(id string) {
-	pids := shimsOf(e.cfg.Namespace, id)
+func (r *Reaper) StopLeftShims(id string) {
+	pids := shimsOf(r.Namespace, id)
 	if len(pids) == 0 {
 		return
 	}
 	pids = waitGone(pids, shimExitGrace)
 	for pid, start := range pids {
 		if sameProcess(pid, start) {
-			e.log.Warn("containerd left the shim of a deleted sandbox running; stopping it", "run", id, "pid", pid)
+			r.Log.Warn("containerd left the shim of a deleted sandbox running; stopping it", "run", id, "pid", pid)
 			syscall.Kill(pid, syscall.SIGTERM)
 		}
 	}
 	pids = waitGone(pids, shimTermGrace)
 	for pid, start := range pids {
 		if sameProcess(pid, start) {
-			e.log.Warn("the shim did not exit on SIGTERM; killing it", "run", id, "pid", pid)
+			r.Log.Warn("the shim did not exit on SIGTERM; killing it", "run", id, "pid", pid)
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}

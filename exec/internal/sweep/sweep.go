@@ -1,4 +1,10 @@
-package exec
+// Package sweep knows what is ours in containerd and on the host, and
+// deletes it: the labels that prove who owns a container, a snapshot or
+// a run directory; the sweep of what servers that are gone left behind;
+// the deletes that failed, tried again until they succeed; and the shims
+// containerd left running. It knows nothing of how a sandbox runs, of
+// languages or of MCP.
+package sweep
 
 import (
 	"context"
@@ -34,21 +40,33 @@ const (
 	// LabelDeadline is when the run is over for sure (RFC 3339): past it,
 	// anyone may reap the object.
 	LabelDeadline = labelPrefix + "deadline"
-	// labelOwner identifies the owning process: "boot-id/pid-ns/pid/start".
-	labelOwner = labelPrefix + "owner"
+	// LabelOwner identifies the owning process: "boot-id/pid-ns/pid/start".
+	LabelOwner = labelPrefix + "owner"
 )
+
+// IDPrefix starts the id of every container, snapshot and run directory we
+// create.
+const IDPrefix = "csm-"
+
+// NewID returns a fresh id for a sandbox: its container's, its snapshot's
+// and its run directory's.
+func NewID() string {
+	b := make([]byte, 8)
+	rand.Read(b)
+	return IDPrefix + hex.EncodeToString(b)
+}
 
 // sweepTimeout bounds one sweep.
 const sweepTimeout = 2 * time.Minute
 
-// cleanupGrace is added to a run's timeout to give its deadline: the time
+// CleanupGrace is added to a run's timeout to give its deadline: the time
 // a live server needs at most to kill, collect and delete.
-const cleanupGrace = 2 * time.Minute
+const CleanupGrace = 2 * time.Minute
 
-// owner identifies a server process, so that a later server can tell a
+// Owner identifies a server process, so that a later server can tell a
 // crashed owner from a live one and two live servers leave each other's
 // runs alone.
-type owner struct {
+type Owner struct {
 	instance string // random, unique per server
 	boot     string // /proc/sys/kernel/random/boot_id
 	pidNS    string // the pid namespace, as /proc/self/ns/pid reads
@@ -56,8 +74,9 @@ type owner struct {
 	start    string // the process's start time in clock ticks since boot
 }
 
-func self() (owner, error) {
-	var o owner
+// Self identifies this process, with a fresh instance id.
+func Self() (Owner, error) {
+	var o Owner
 	b := make([]byte, 6)
 	if _, err := rand.Read(b); err != nil {
 		return o, err
@@ -78,7 +97,13 @@ func self() (owner, error) {
 	return o, nil
 }
 
-func (o owner) label() string {
+// String names the owner as a uid claim file does: its pid and instance.
+func (o Owner) String() string {
+	return fmt.Sprintf("pid %d instance %s", o.pid, o.instance)
+}
+
+// Label is the owner's LabelOwner value.
+func (o Owner) Label() string {
 	return strings.Join([]string{o.boot, o.pidNS, strconv.Itoa(o.pid), o.start}, "/")
 }
 
@@ -114,14 +139,14 @@ func procStat(pid int) ([]string, error) {
 // orphaned reports whether an object with these labels may be reaped by
 // server me at time now: it is not me's, and either its deadline has passed
 // or its owner is a process of this boot and pid namespace that is gone.
-func orphaned(labels map[string]string, me owner, now time.Time) bool {
+func orphaned(labels map[string]string, me Owner, now time.Time) bool {
 	if labels[LabelInstance] == me.instance {
 		return false
 	}
 	if d, err := time.Parse(time.RFC3339, labels[LabelDeadline]); err == nil && now.After(d) {
 		return true
 	}
-	parts := strings.Split(labels[labelOwner], "/")
+	parts := strings.Split(labels[LabelOwner], "/")
 	if len(parts) != 4 || parts[0] != me.boot || parts[1] != me.pidNS {
 		// Another boot's objects are orphans; another namespace's owner
 		// cannot be checked, so only its deadline counts.
@@ -135,15 +160,27 @@ func orphaned(labels map[string]string, me owner, now time.Time) bool {
 	return err != nil || start != parts[3]
 }
 
+// Labels are the labels of run id's container, snapshot and run
+// directory: the language it runs, and who owns it until deadline.
+func (o Owner) Labels(id, language string, deadline time.Time) map[string]string {
+	return map[string]string{
+		LabelInstance: o.instance,
+		LabelOwner:    o.Label(),
+		LabelRun:      id,
+		LabelLanguage: language,
+		LabelDeadline: deadline.UTC().Format(time.RFC3339),
+	}
+}
+
 // Sweep deletes what servers that are gone left behind in our namespace:
 // tasks, containers with their snapshots, stray snapshots, and program
 // directories. Live runs, ours or another server's, are left alone. It
 // returns how many containers it reaped.
-func (e *Executor) Sweep(ctx context.Context) (int, error) {
-	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, e.cfg.Namespace), sweepTimeout)
+func (r *Reaper) Sweep(ctx context.Context) (int, error) {
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, r.Namespace), sweepTimeout)
 	defer cancel()
 	now := time.Now()
-	cs, err := e.client.Containers(ctx, fmt.Sprintf("labels.%q", LabelInstance))
+	cs, err := r.Client.Containers(ctx, fmt.Sprintf("labels.%q", LabelInstance))
 	if err != nil {
 		return 0, fmt.Errorf("list containers: %w", err)
 	}
@@ -157,39 +194,39 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 			}
 			continue
 		}
-		if !orphaned(labels, e.owner, now) {
+		if !orphaned(labels, r.Owner, now) {
 			continue
 		}
-		e.log.Info("reaping orphaned sandbox", "container", c.ID(), "owner", labels[labelOwner])
+		r.Log.Info("reaping orphaned sandbox", "container", c.ID(), "owner", labels[LabelOwner])
 		var uid uint32
 		if spec, err := c.Spec(ctx); err == nil && spec.Process != nil {
 			uid = spec.Process.User.UID
 		}
-		if err := deleteContainer(ctx, c); err != nil {
+		if err := Delete(ctx, c); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		// Its owner may have died while the task was being created.
-		e.stopLeftShims(c.ID())
-		workspace.RemoveRunDir(filepath.Join(e.cfg.StateDir, c.ID()))
+		r.StopLeftShims(c.ID())
+		workspace.RemoveRunDir(filepath.Join(r.StateDir, c.ID()))
 		// Its processes are gone: its uid's claim, left by its dead
 		// owner, need not be checked against the host's processes.
-		e.uids.ClearStale(uid)
+		r.UIDs.ClearStale(uid)
 		reaped++
 	}
-	if err := e.sweepSnapshots(ctx, now); err != nil {
+	if err := r.sweepSnapshots(ctx, now); err != nil {
 		errs = append(errs, err)
 	}
-	e.sweepDirs(ctx, now)
+	r.sweepDirs(ctx, now)
 	return reaped, errors.Join(errs...)
 }
 
 // sweepSnapshots removes snapshots of ours whose container is gone.
-func (e *Executor) sweepSnapshots(ctx context.Context, now time.Time) error {
-	sn := e.client.SnapshotService(e.snapshotter)
+func (r *Reaper) sweepSnapshots(ctx context.Context, now time.Time) error {
+	sn := r.Client.SnapshotService(r.Snapshotter)
 	var stale []string
 	err := sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
-		if info.Labels[LabelInstance] != "" && orphaned(info.Labels, e.owner, now) {
+		if info.Labels[LabelInstance] != "" && orphaned(info.Labels, r.Owner, now) {
 			stale = append(stale, info.Name)
 		}
 		return nil
@@ -212,7 +249,9 @@ func (e *Executor) sweepSnapshots(ctx context.Context, now time.Time) error {
 // sweep cannot see.
 const ownerFile = "owner.json"
 
-func writeOwner(dir string, labels map[string]string) error {
+// WriteOwner writes labels to run directory dir, as the proof of who owns
+// it that a sweep reads.
+func WriteOwner(dir string, labels map[string]string) error {
 	b, err := json.Marshal(labels)
 	if err != nil {
 		return err
@@ -225,19 +264,19 @@ func writeOwner(dir string, labels map[string]string) error {
 // file, or one caught between its mkdir and its write) is removed only if
 // it is older than any run could be while being set up and has no
 // container in our namespace.
-func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
-	entries, err := os.ReadDir(e.cfg.StateDir)
+func (r *Reaper) sweepDirs(ctx context.Context, now time.Time) {
+	entries, err := os.ReadDir(r.StateDir)
 	if err != nil {
 		return
 	}
 	for _, ent := range entries {
-		if !strings.HasPrefix(ent.Name(), idPrefix) {
+		if !strings.HasPrefix(ent.Name(), IDPrefix) {
 			continue
 		}
-		dir := filepath.Join(e.cfg.StateDir, ent.Name())
+		dir := filepath.Join(r.StateDir, ent.Name())
 		if b, err := os.ReadFile(filepath.Join(dir, ownerFile)); err == nil {
 			var labels map[string]string
-			if json.Unmarshal(b, &labels) == nil && orphaned(labels, e.owner, now) {
+			if json.Unmarshal(b, &labels) == nil && orphaned(labels, r.Owner, now) {
 				workspace.RemoveRunDir(dir)
 			}
 			continue
@@ -246,15 +285,15 @@ func (e *Executor) sweepDirs(ctx context.Context, now time.Time) {
 		if err != nil || now.Sub(info.ModTime()) < time.Minute {
 			continue
 		}
-		if _, err := e.client.LoadContainer(ctx, ent.Name()); errdefs.IsNotFound(err) {
+		if _, err := r.Client.LoadContainer(ctx, ent.Name()); errdefs.IsNotFound(err) {
 			workspace.RemoveRunDir(dir)
 		}
 	}
 }
 
-// deleteContainer kills and deletes a container's task, then the container
+// Delete kills and deletes a container's task, then the container
 // with its snapshot. What is already gone counts as deleted.
-func deleteContainer(ctx context.Context, c containerd.Container) error {
+func Delete(ctx context.Context, c containerd.Container) error {
 	if t, err := c.Task(ctx, nil); err == nil {
 		if _, err := t.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("delete task %s: %w", c.ID(), err)
