@@ -1,6 +1,9 @@
 package exec
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +53,29 @@ func TestCheck(t *testing.T) {
 				t.Errorf("check(%+v): got language %q, timeout %s; want %q, %s", tc.req, lang.cfg.Name, timeout, tc.lang, tc.timeout)
 			}
 		})
+	}
+}
+
+// New refuses a configuration that names a language twice before any
+// I/O: it creates no state directory and dials no containerd (there is
+// none at Address).
+func TestNewValidatesBeforeIO(t *testing.T) {
+	lang := config.Language{
+		Name: "python", Image: "example.invalid/python", Command: []string{"python3"}, File: "main.py",
+		Limits: config.Limits{Timeout: time.Second, MaxTimeout: time.Second, OutputBytes: 1, CodeBytes: 1, WorkspaceBytes: 1},
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	_, err := New(context.Background(), Config{
+		Address:   filepath.Join(t.TempDir(), "no-containerd.sock"),
+		Namespace: "test",
+		StateDir:  state,
+		Languages: []config.Language{lang, lang},
+		UIDs:      config.UIDRange{First: 100000, Last: 100010},
+	})
+	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), `language "python" is configured twice`) {
+		t.Fatalf("New with a language twice: got %v; want an invalid-argument error naming it", err)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("state directory after the refusal: %v; want it never created", err)
 	}
 }

@@ -118,10 +118,15 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if len(cfg.Languages) == 0 {
 		return nil, fmt.Errorf("no languages configured: %w", errdefs.ErrInvalidArgument)
 	}
+	seen := map[string]bool{}
 	for _, l := range cfg.Languages {
 		if err := validate(l); err != nil {
 			return nil, err
 		}
+		if seen[l.Name] {
+			return nil, fmt.Errorf("language %q is configured twice: %w", l.Name, errdefs.ErrInvalidArgument)
+		}
+		seen[l.Name] = true
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = runtime.NumCPU()
@@ -180,10 +185,6 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		},
 	}
 	for _, l := range cfg.Languages {
-		if _, dup := e.langs[l.Name]; dup {
-			c.Close()
-			return nil, fmt.Errorf("language %q is configured twice: %w", l.Name, errdefs.ErrInvalidArgument)
-		}
 		e.langs[l.Name] = newLanguage(e, l)
 	}
 	// The watches end when Close begins.
