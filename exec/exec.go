@@ -9,6 +9,11 @@
 // sweep of what a crashed server left behind, and the bound on concurrent
 // runs, with every call to containerd bounded in time. It reads languages
 // in config's model but knows no configuration file, and nothing of MCP.
+//
+// The parts that need nothing of the Executor are packages of their own
+// under internal/: workspace (the files in and out), uid (host uid
+// claims), watch (how sandboxes end), sweep (what is ours, and its
+// deletion) and lifetime (closing, then abandoning). None imports exec.
 package exec
 
 import (
@@ -106,8 +111,10 @@ type Executor struct {
 	sessions sessionTable
 }
 
-// New connects to containerd and returns an Executor. Call Prepare before
-// the first Run, and Close when done.
+// New validates cfg, connects to containerd and returns an Executor; call
+// Close when done. Prepare is optional: it makes the first runs quicker
+// and sweeps what crashed servers left, but a Run prepares its language
+// itself when it must.
 func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if cfg.Namespace == "" {
 		return nil, fmt.Errorf("no containerd namespace configured: %w", errdefs.ErrInvalidArgument)
