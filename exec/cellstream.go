@@ -3,6 +3,8 @@ package exec
 import (
 	"bytes"
 	"sync"
+
+	"code-sandbox-mcp/exec/internal/sandbox"
 )
 
 // maxStatusLine bounds the status line a session's driver writes after
@@ -19,26 +21,26 @@ type cellEnd struct {
 
 // cellStream is one standard stream of a session's driver. It splits the
 // stream into cells at each cell's end token (see begin): what comes
-// before the token is the cell's output, kept as capture keeps it; after
+// before the token is the cell's output, kept as sandbox.Capture keeps it; after
 // the token on standard output comes one status line. What the sandbox
 // writes between cells (a background process, say) counts towards the
 // next cell. It never fails a write: the driver's output is always
 // drained, whatever the driver writes.
 type cellStream struct {
 	mu      sync.Mutex
-	max     int      // bytes kept per cell
-	status  bool     // a status line follows the token
-	cur     *capture // the current cell's output
-	token   []byte   // the current cell's end token; nil between cells
-	held    []byte   // a tail of the stream that may begin the token
-	inLine  bool     // reading the status line
+	max     int              // bytes kept per cell
+	status  bool             // a status line follows the token
+	cur     *sandbox.Capture // the current cell's output
+	token   []byte           // the current cell's end token; nil between cells
+	held    []byte           // a tail of the stream that may begin the token
+	inLine  bool             // reading the status line
 	line    []byte
 	overLen bool // the status line outgrew maxStatusLine
 	ended   chan cellEnd
 }
 
 func newCellStream(max int, status bool) *cellStream {
-	return &cellStream{max: max, status: status, cur: newCapture(max)}
+	return &cellStream{max: max, status: status, cur: sandbox.NewCapture(max)}
 }
 
 // begin starts looking for token, which ends the cell that is about to
@@ -113,7 +115,7 @@ func (c *cellStream) finish(status []byte) {
 		status = nil // not a status line of ours
 	}
 	c.ended <- cellEnd{out: out, dropped: dropped, status: status}
-	c.cur = newCapture(c.max)
+	c.cur = sandbox.NewCapture(c.max)
 	c.token, c.held = nil, nil
 	c.inLine, c.line, c.overLen = false, nil, false
 }

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/sweep"
 
 	"code-sandbox-mcp/exec/internal/lifetime"
@@ -79,34 +80,20 @@ type Config struct {
 
 // Executor runs programs. It is safe for concurrent use.
 type Executor struct {
-	cfg         Config
-	client      *containerd.Client
-	log         *slog.Logger
-	snapshotter string
-	volatile    bool // the sandboxes' overlays are mounted volatile; see rootfs.go
-	slots       chan struct{}
-	hard        map[string]uint64 // the server's own hard rlimits
-	uids        *uid.Claims
+	cfg   Config
+	h     *sandbox.Host // what the sandboxes need; its Life is closed by Close, and abandoned closeTimeout after Close began: deletes still going then give up
+	slots chan struct{}
 
-	// life is closed by Close, and abandoned closeTimeout after Close
-	// began: deletes still going then give up.
-	life      *lifetime.Lifetime
 	runs      sync.WaitGroup // runs in flight
 	cleanups  sync.WaitGroup // sandboxes being destroyed
 	preparing sync.WaitGroup // images being pulled or unpacked
-
-	reaper  *sweep.Reaper // deletes what is ours, now or later
-	retried chan struct{} // closed when the retry loop has stopped
+	retried   chan struct{}  // closed when the reaper's retry loop has stopped
 
 	langs map[string]*language // by name
 
 	closeOnce sync.Once
 	closeErr  error
 	closeMu   sync.RWMutex // orders enter's check against Close
-
-	events *watch.Events
-	exits  *watch.Exits
-	ooms   *watch.OOMs
 
 	sessions sessionTable
 }
@@ -162,46 +149,53 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		c.Close()
 		return nil, err
 	}
-	volatile, err := volatileOverlays(cfg.StateDir)
+	volatile, err := sandbox.VolatileOverlays(cfg.StateDir)
 	if err != nil {
 		log.Info("sandbox overlays are mounted as containerd gives them: each delete waits for the host's dirty data on containerd's file system", "reason", err)
 	}
 	// Every call runs in our namespace, whatever namespace the caller's
 	// context names.
 	life := lifetime.New(cfg.Namespace)
+	reaper := &sweep.Reaper{
+		Client:      c,
+		Namespace:   cfg.Namespace,
+		Snapshotter: snapshotter,
+		StateDir:    cfg.StateDir,
+		Owner:       me,
+		UIDs:        ids,
+		Log:         log,
+	}
 	e := &Executor{
-		cfg:         cfg,
-		client:      c,
-		log:         log,
-		snapshotter: snapshotter,
-		volatile:    volatile,
-		slots:       make(chan struct{}, cfg.Concurrency),
-		hard:        hardLimits(),
-		uids:        ids,
-		life:        life,
-		langs:       map[string]*language{},
-		retried:     make(chan struct{}),
-		reaper: &sweep.Reaper{
-			Client:      c,
-			Namespace:   cfg.Namespace,
-			Snapshotter: snapshotter,
-			StateDir:    cfg.StateDir,
-			Owner:       me,
-			UIDs:        ids,
-			Log:         log,
-		},
+		cfg:     cfg,
+		slots:   make(chan struct{}, cfg.Concurrency),
+		langs:   map[string]*language{},
+		retried: make(chan struct{}),
+	}
+	// The watches end when Close begins.
+	bg, _ := life.Background()
+	e.h = &sandbox.Host{
+		Client:      c,
+		Snapshotter: snapshotter,
+		Volatile:    volatile,
+		StateDir:    cfg.StateDir,
+		PassEnv:     cfg.PassEnv,
+		Hard:        hardLimits(),
+		UIDs:        ids,
+		Reaper:      reaper,
+		Exits:       watch.NewExits(bg, log),
+		OOMs:        watch.NewOOMs(bg, log),
+		Life:        life,
+		Log:         log,
+		Created:     cfg.Hooks.SandboxCreated,
 	}
 	for _, l := range cfg.Languages {
 		e.langs[l.Name] = newLanguage(e, l)
 	}
-	// The watches end when Close begins.
-	bg, _ := life.Background()
-	e.events = watch.NewEvents(bg, c, cfg.Namespace, log, e.imageChanged)
-	e.exits = watch.NewExits(bg, log)
-	e.ooms = watch.NewOOMs(bg, log)
+	// Its first event may come at once: the languages are there to hear it.
+	e.h.Events = watch.NewEvents(bg, c, cfg.Namespace, log, e.imageChanged)
 	go func() {
 		defer close(e.retried)
-		e.reaper.RetryLoop(life)
+		e.h.Reaper.RetryLoop(life)
 	}()
 	return e, nil
 }
@@ -227,7 +221,7 @@ func (e *Executor) Prepare(ctx context.Context) error {
 		return ErrClosed
 	}
 	defer e.runs.Done()
-	ctx, cancel := e.life.UntilClosed(ctx)
+	ctx, cancel := e.h.Life.UntilClosed(ctx)
 	defer cancel()
 	var (
 		mu   sync.Mutex
@@ -246,7 +240,7 @@ func (e *Executor) Prepare(ctx context.Context) error {
 			}
 		})
 	}
-	if _, err := e.reaper.Sweep(ctx); err != nil {
+	if _, err := e.h.Reaper.Sweep(ctx); err != nil {
 		add(fmt.Errorf("sweep: %w", err))
 	}
 	wg.Wait()
@@ -264,10 +258,10 @@ func (e *Executor) Close() error {
 }
 
 func (e *Executor) shutdown() error {
-	t := time.AfterFunc(closeTimeout, e.life.Abandon)
+	t := time.AfterFunc(closeTimeout, e.h.Life.Abandon)
 	defer t.Stop()
 	e.closeMu.Lock()
-	e.life.Close()
+	e.h.Life.Close()
 	e.closeMu.Unlock()
 	e.endSessions("the server is shutting down")
 	e.runs.Wait()
@@ -277,18 +271,18 @@ func (e *Executor) shutdown() error {
 	e.cleanups.Wait()
 	<-e.retried
 	var err error
-	last, cancel := e.life.Detached(context.Background(), closeTimeout)
+	last, cancel := e.h.Life.Detached(context.Background(), closeTimeout)
 	defer cancel()
-	if left := e.reaper.Retry(last); left > 0 {
+	if left := e.h.Reaper.Retry(last); left > 0 {
 		err = fmt.Errorf("%d sandboxes could not be deleted; the next server's start-up sweep deletes them", left)
 	}
-	e.life.Abandon()
-	e.uids.Abandon()
+	e.h.Life.Abandon()
+	e.h.UIDs.Abandon()
 	e.preparing.Wait()
-	e.events.Wait()
-	e.exits.Wait()
-	e.ooms.Wait()
-	return errors.Join(err, e.client.Close())
+	e.h.Events.Wait()
+	e.h.Exits.Wait()
+	e.h.OOMs.Wait()
+	return errors.Join(err, e.h.Client.Close())
 }
 
 // Sweep deletes what servers that are gone left behind in our namespace:
@@ -296,13 +290,13 @@ func (e *Executor) shutdown() error {
 // directories. Live runs, ours or another server's, are left alone. It
 // returns how many containers it reaped.
 func (e *Executor) Sweep(ctx context.Context) (int, error) {
-	return e.reaper.Sweep(ctx)
+	return e.h.Reaper.Sweep(ctx)
 }
 
 // Client returns the containerd client, for read-only checks such as the
 // CLI's doctor. Closing it is the Executor's business.
 func (e *Executor) Client() *containerd.Client {
-	return e.client
+	return e.h.Client
 }
 
 func validate(l config.Language) error {
@@ -327,12 +321,8 @@ func validate(l config.Language) error {
 		return fmt.Errorf("language %q: the workspace size must be positive: %w", name, errdefs.ErrInvalidArgument)
 	case l.Limits.FilesInBytes < 0 || l.Limits.MaxFilesIn < 0 || l.Limits.FilesOutBytes < 0 || l.Limits.MaxFilesOut < 0:
 		return fmt.Errorf("language %q: the caps on files in and out must not be negative: %w", name, errdefs.ErrInvalidArgument)
-	case l.CgroupDriver != "" && l.CgroupDriver != config.CgroupDriverCgroupfs && l.CgroupDriver != config.CgroupDriverSystemd:
-		return fmt.Errorf("language %q: cgroup driver %q is neither %q nor %q: %w", name, l.CgroupDriver, config.CgroupDriverCgroupfs, config.CgroupDriverSystemd, errdefs.ErrInvalidArgument)
-	case runcOptions(l) != nil && l.Runtime != "" && l.Runtime != config.RuncShim:
-		return fmt.Errorf("language %q: a runtime binary and the systemd cgroup driver are options of the runc shim (%s), not of %s: %w", name, config.RuncShim, l.Runtime, errdefs.ErrInvalidArgument)
 	}
-	return nil
+	return sandbox.CheckRuntime(l)
 }
 
 // hardLimits reads the server's own hard rlimits, which a run's may not
@@ -373,7 +363,7 @@ func (e *Executor) Ready(ctx context.Context) error {
 	defer e.runs.Done()
 	ctx = namespaces.WithNamespace(ctx, e.cfg.Namespace)
 	vctx, cancel := context.WithTimeout(ctx, callTimeout)
-	_, err := e.client.Version(vctx)
+	_, err := e.h.Client.Version(vctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("containerd does not answer: %w", err)

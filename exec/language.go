@@ -9,12 +9,13 @@ import (
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/sandbox"
 )
 
 const (
 	// callTimeout bounds one short call to containerd on a run's path,
-	// such as an image lookup, a start or a kill.
-	callTimeout = 10 * time.Second
+	// such as an image lookup.
+	callTimeout = sandbox.CallTimeout
 	// pullRetry is how long a failed pull is remembered: calls in that
 	// time get its error at once instead of paying for another try.
 	pullRetry = 30 * time.Second
@@ -32,7 +33,7 @@ type language struct {
 	pool *pool
 
 	mu      sync.Mutex
-	img     *preparedImage // the image as last prepared; nil before, or once it changed
+	img     *sandbox.Image // the image as last prepared; nil before, or once it changed
 	flight  *flight        // the preparation under way; nil if none
 	pullErr error          // the last failed pull, and when it failed
 	pullAt  time.Time
@@ -42,7 +43,7 @@ type language struct {
 // img or err is set.
 type flight struct {
 	done chan struct{}
-	img  *preparedImage
+	img  *sandbox.Image
 	err  error
 }
 
@@ -57,9 +58,9 @@ func newLanguage(e *Executor, cfg config.Language) *language {
 // an image imported again under the same name is prepared again; the
 // unpack happens only then. A pull that failed within pullRetry is not
 // tried again: its error is returned.
-func (l *language) ready(ctx context.Context) (*preparedImage, error) {
+func (l *language) ready(ctx context.Context) (*sandbox.Image, error) {
 	lctx, cancel := context.WithTimeout(ctx, callTimeout)
-	rec, err := l.e.client.ImageService().Get(lctx, l.cfg.Image)
+	rec, err := l.e.h.Client.ImageService().Get(lctx, l.cfg.Image)
 	cancel()
 	if err != nil && !errdefs.IsNotFound(err) {
 		if ctx.Err() != nil {
@@ -70,7 +71,7 @@ func (l *language) ready(ctx context.Context) (*preparedImage, error) {
 	missing := err != nil
 
 	l.mu.Lock()
-	if !missing && l.img != nil && l.img.target == rec.Target.Digest {
+	if !missing && l.img != nil && l.img.Target == rec.Target.Digest {
 		img := l.img
 		l.mu.Unlock()
 		l.pool.start()
@@ -116,7 +117,7 @@ func (l *language) ready(ctx context.Context) (*preparedImage, error) {
 // Close's own bound: a server that exits does not wait for a pull.
 func (l *language) prepare(f *flight) {
 	defer l.e.preparing.Done()
-	ctx, cancel := l.e.life.Detached(context.Background(), prepareTimeout)
+	ctx, cancel := l.e.h.Life.Detached(context.Background(), prepareTimeout)
 	defer cancel()
 	img, pulled, err := l.e.prepareImage(ctx, l.cfg)
 	l.mu.Lock()
@@ -133,7 +134,7 @@ func (l *language) prepare(f *flight) {
 }
 
 // current returns the image as last prepared, or nil.
-func (l *language) current() *preparedImage {
+func (l *language) current() *sandbox.Image {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.img
@@ -148,7 +149,7 @@ func (l *language) invalidate() {
 	l.img = nil
 	l.mu.Unlock()
 	if changed {
-		l.e.log.Info("image changed in containerd; ready sandboxes of the old one are replaced", "language", l.cfg.Name, "image", l.cfg.Image)
+		l.e.h.Log.Info("image changed in containerd; ready sandboxes of the old one are replaced", "language", l.cfg.Name, "image", l.cfg.Image)
 	}
 	// A pool waiting for a missing image tries again at once.
 	l.pool.refill()

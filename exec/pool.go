@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/sweep"
 
 	"github.com/containerd/errdefs"
@@ -52,8 +53,8 @@ type pool struct {
 	l    *language
 	size int
 
-	ready    chan *sandbox // all but the preloaded
-	loaded   chan *sandbox // warm, with the preloads imported
+	ready    chan *sandbox.Sandbox // all but the preloaded
+	loaded   chan *sandbox.Sandbox // warm, with the preloads imported
 	wake     chan struct{}
 	ahead    atomic.Bool  // start sandboxes ahead, on the stub
 	warm     atomic.Bool  // start them in the warm driver instead
@@ -68,13 +69,13 @@ func newPool(l *language) *pool {
 	p := &pool{
 		l:      l,
 		size:   max(l.cfg.Pool, 0),
-		ready:  make(chan *sandbox, max(l.cfg.Pool, 0)),
-		loaded: make(chan *sandbox, max(l.cfg.Pool, 0)),
+		ready:  make(chan *sandbox.Sandbox, max(l.cfg.Pool, 0)),
+		loaded: make(chan *sandbox.Sandbox, max(l.cfg.Pool, 0)),
 		wake:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
 	p.ahead.Store(true)
-	p.warm.Store(p.size > 0 && warmInterpreter(l.cfg) != "")
+	p.warm.Store(p.size > 0 && sandbox.WarmInterpreter(l.cfg) != "")
 	return p
 }
 
@@ -85,7 +86,13 @@ func (e *Executor) warmDriver(lang config.Language) string {
 	if l, ok := e.langs[lang.Name]; !ok || !l.pool.warm.Load() {
 		return ""
 	}
-	return warmInterpreter(lang)
+	return sandbox.WarmInterpreter(lang)
+}
+
+// newSandbox makes a one-shot sandbox of lang from img, started as how
+// says, carrying lang's warm driver while its pool starts sandboxes warm.
+func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *sandbox.Image, deadline time.Time, how sandbox.How) (*sandbox.Sandbox, error) {
+	return e.h.New(ctx, lang, sandbox.Options{Image: img, Deadline: deadline, How: how, WarmDriver: e.warmDriver(lang)})
 }
 
 // busyFor is how long after a call found the pool empty the filler makes
@@ -130,16 +137,16 @@ func (p *pool) count() int {
 // is done, so that creating the next sandbox, which costs far more CPU
 // than a short program, does not compete with the program it would slow
 // down.
-func (p *pool) take(code string) *sandbox {
+func (p *pool) take(code string) *sandbox.Sandbox {
 	if p.size == 0 {
 		return nil
 	}
 	first, second := p.ready, p.loaded
-	if wantsPreload(code, p.l.cfg.Preload) {
+	if sandbox.WantsPreload(code, p.l.cfg.Preload) {
 		first, second = second, first
 	}
 	for {
-		var s *sandbox
+		var s *sandbox.Sandbox
 		select {
 		case s = <-first:
 		default:
@@ -150,18 +157,18 @@ func (p *pool) take(code string) *sandbox {
 				return nil
 			}
 		}
-		if st, exited := s.stubExited(); exited {
+		if st, exited := s.StubExited(); exited {
 			code, _, err := st.Result()
 			switch {
-			case s.warm == nil:
+			case !s.Warm():
 				p.stubFailed(code)
 			case err == nil:
-				p.warmFailed(fmt.Errorf("its interpreter exited, status %d, while it waited for a program%s", code, s.warm.said()))
+				p.warmFailed(fmt.Errorf("its interpreter exited, status %d, while it waited for a program%s", code, s.WarmSaid()))
 			}
 			p.l.e.retire(s)
 			continue
 		}
-		if time.Since(s.created) > poolMaxAge || s.img != p.l.current() {
+		if time.Since(s.Created()) > poolMaxAge || s.Image() != p.l.current() {
 			p.l.e.retire(s)
 			continue
 		}
@@ -179,7 +186,7 @@ func (p *pool) stubFailed(code uint32) {
 	if code == sandboxoci.StubRefused {
 		why = "the image's /bin/sh is bash, which changes the environment it passes on"
 	}
-	p.l.e.log.Info("ready sandboxes will be created without being started: "+why, "language", p.l.cfg.Name, "exit_status", code)
+	p.l.e.h.Log.Info("ready sandboxes will be created without being started: "+why, "language", p.l.cfg.Name, "exit_status", code)
 }
 
 // warmFailed stops starting sandboxes in the warm driver, after one
@@ -188,7 +195,7 @@ func (p *pool) warmFailed(err error) {
 	if !p.warm.Swap(false) {
 		return
 	}
-	p.l.e.log.Warn("warm interpreters are off; ready sandboxes will wait in /bin/sh instead", "language", p.l.cfg.Name, "reason", err)
+	p.l.e.h.Log.Warn("warm interpreters are off; ready sandboxes will wait in /bin/sh instead", "language", p.l.cfg.Name, "reason", err)
 }
 
 // refill wakes the filler.
@@ -210,8 +217,8 @@ func (p *pool) start() {
 	}
 	p.once.Do(func() {
 		p.started.Store(true)
-		if p.l.cfg.Warm && warmInterpreter(p.l.cfg) == "" {
-			p.l.e.log.Warn("warm interpreters are off: the language's command starts neither python nor node, and it names no session_driver; ready sandboxes wait in /bin/sh instead", "language", p.l.cfg.Name, "command", p.l.cfg.Command)
+		if p.l.cfg.Warm && sandbox.WarmInterpreter(p.l.cfg) == "" {
+			p.l.e.h.Log.Warn("warm interpreters are off: the language's command starts neither python nor node, and it names no session_driver; ready sandboxes wait in /bin/sh instead", "language", p.l.cfg.Name, "command", p.l.cfg.Command)
 		}
 		go p.fill()
 	})
@@ -229,7 +236,7 @@ func (p *pool) wait() {
 func (p *pool) fill() {
 	defer close(p.done)
 	e := p.l.e
-	ctx, cancel := e.life.Background()
+	ctx, cancel := e.h.Life.Background()
 	defer cancel()
 	backoff := time.Second
 	var lastErr string
@@ -253,9 +260,9 @@ func (p *pool) fill() {
 				} else {
 					backoff = min(2*backoff, time.Minute)
 				}
-				log := e.log.Debug
+				log := e.h.Log.Debug
 				if msg := err.Error(); msg != lastErr {
-					lastErr, log = msg, e.log.Warn
+					lastErr, log = msg, e.h.Log.Warn
 				}
 				log("cannot fill the sandbox pool; retrying", "language", p.l.cfg.Name, "err", err, "in", wait)
 				select {
@@ -266,10 +273,10 @@ func (p *pool) fill() {
 				continue
 			}
 			if lastErr != "" {
-				e.log.Info("the sandbox pool fills again", "language", p.l.cfg.Name)
+				e.h.Log.Info("the sandbox pool fills again", "language", p.l.cfg.Name)
 			}
 			backoff, lastErr = time.Second, ""
-			if s.warm != nil && s.warm.preloaded {
+			if s.Preloaded() {
 				p.loaded <- s
 			} else {
 				p.ready <- s
@@ -289,7 +296,7 @@ func (p *pool) fill() {
 // the preloads if preloaded) if the pool is, and once it is ready; else,
 // or if that fails, started ahead on the stub if the pool does so; else,
 // or if that fails, created and not started.
-func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox, error) {
+func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox.Sandbox, error) {
 	e := p.l.e
 	img, err := p.l.ready(ctx)
 	if err != nil {
@@ -297,20 +304,20 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox, error) {
 	}
 	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.MaxTimeout + sweep.CleanupGrace)
 	if p.warm.Load() {
-		how := startWarm
+		how := sandbox.Warm
 		if preloaded {
-			how = startPreloaded
+			how = sandbox.Preloaded
 		}
-		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, how, nil)
+		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, how)
 		if err != nil {
 			// As for the stub, below: this one goes without.
 			if ctx.Err() != nil || errors.Is(err, ErrNoUID) {
 				return nil, err
 			}
-			e.log.Debug("a warm ready sandbox cannot start; created without it", "language", p.l.cfg.Name, "err", err)
-		} else if err := s.warmUp(ctx); err != nil {
-			s.destroy(ctx)
-			var fault *warmFault
+			e.h.Log.Debug("a warm ready sandbox cannot start; created without it", "language", p.l.cfg.Name, "err", err)
+		} else if err := s.WarmUp(ctx); err != nil {
+			s.Destroy(ctx)
+			var fault *sandbox.WarmFault
 			if ctx.Err() != nil || !errors.As(err, &fault) {
 				return nil, err
 			}
@@ -320,7 +327,7 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox, error) {
 		}
 	}
 	if p.ahead.Load() {
-		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, startStub, nil)
+		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, sandbox.Stub)
 		// No free uid is no fault of the stub: a sandbox without it
 		// would not get one either.
 		if err == nil || ctx.Err() != nil || errors.Is(err, ErrNoUID) {
@@ -328,22 +335,22 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox, error) {
 		}
 		// Perhaps the image has no /bin/sh, perhaps the daemon was slow:
 		// this sandbox goes without the stub; the next tries it again.
-		e.log.Debug("a ready sandbox cannot start ahead; created without it", "language", p.l.cfg.Name, "err", err)
+		e.h.Log.Debug("a ready sandbox cannot start ahead; created without it", "language", p.l.cfg.Name, "err", err)
 		if p.fellBack.CompareAndSwap(false, true) {
-			e.log.Info("ready sandboxes will be created without being started while the waiting /bin/sh cannot start", "language", p.l.cfg.Name, "err", err)
+			e.h.Log.Info("ready sandboxes will be created without being started while the waiting /bin/sh cannot start", "language", p.l.cfg.Name, "err", err)
 		}
 	}
-	return e.newSandbox(ctx, p.l.cfg, img, deadline, startOnRun, nil)
+	return e.newSandbox(ctx, p.l.cfg, img, deadline, sandbox.OnRun)
 }
 
 // expire replaces ready sandboxes that may no longer be used: older than
 // poolMaxAge, or made from an image that has since changed.
 func (p *pool) expire() {
-	for _, ch := range []chan *sandbox{p.ready, p.loaded} {
+	for _, ch := range []chan *sandbox.Sandbox{p.ready, p.loaded} {
 		for range len(ch) {
 			select {
 			case s := <-ch:
-				if time.Since(s.created) > poolMaxAge || s.img != p.l.current() {
+				if time.Since(s.Created()) > poolMaxAge || s.Image() != p.l.current() {
 					p.l.e.retire(s)
 					continue
 				}
@@ -361,9 +368,9 @@ func (p *pool) drain() {
 	for {
 		select {
 		case s := <-p.ready:
-			wg.Go(func() { s.destroy(context.Background()) })
+			wg.Go(func() { s.Destroy(context.Background()) })
 		case s := <-p.loaded:
-			wg.Go(func() { s.destroy(context.Background()) })
+			wg.Go(func() { s.Destroy(context.Background()) })
 		default:
 			return
 		}

@@ -7,6 +7,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec/internal/lifetime"
+	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/watch"
 )
 
@@ -14,14 +15,14 @@ import (
 // a pool's take and expire need, and no more.
 func testLanguage(t *testing.T, size int) *language {
 	t.Helper()
-	e := &Executor{log: slog.New(slog.DiscardHandler), life: lifetime.New("test"), exits: &watch.Exits{}}
+	e := &Executor{h: &sandbox.Host{Log: slog.New(slog.DiscardHandler), Life: lifetime.New("test"), Exits: &watch.Exits{}}}
 	t.Cleanup(func() {
-		e.life.Close()
-		e.life.Abandon()
+		e.h.Life.Close()
+		e.h.Life.Abandon()
 		e.cleanups.Wait()
 	})
 	l := newLanguage(e, config.Language{Name: "test", Pool: size})
-	l.img = &preparedImage{}
+	l.img = &sandbox.Image{}
 	return l
 }
 
@@ -30,9 +31,9 @@ func testLanguage(t *testing.T, size int) *language {
 // has since changed; it destroys them and takes the next (defect 5).
 func TestTakeChecksAgeAndImage(t *testing.T) {
 	l := testLanguage(t, 4)
-	fresh := &sandbox{e: l.e, img: l.img, created: time.Now()}
-	old := &sandbox{e: l.e, img: l.img, created: time.Now().Add(-poolMaxAge - time.Second)}
-	stale := &sandbox{e: l.e, img: &preparedImage{}, created: time.Now()}
+	fresh := sandbox.Bare(l.e.h, l.img, time.Now())
+	old := sandbox.Bare(l.e.h, l.img, time.Now().Add(-poolMaxAge-time.Second))
+	stale := sandbox.Bare(l.e.h, &sandbox.Image{}, time.Now())
 	l.pool.ready <- old
 	l.pool.ready <- stale
 	l.pool.ready <- fresh
@@ -51,9 +52,9 @@ func TestTakeChecksAgeAndImage(t *testing.T) {
 // others in order.
 func TestExpireKeepsOnlyUsableSandboxes(t *testing.T) {
 	l := testLanguage(t, 3)
-	a := &sandbox{e: l.e, img: l.img, created: time.Now()}
-	old := &sandbox{e: l.e, img: l.img, created: time.Now().Add(-2 * poolMaxAge)}
-	b := &sandbox{e: l.e, img: l.img, created: time.Now()}
+	a := sandbox.Bare(l.e.h, l.img, time.Now())
+	old := sandbox.Bare(l.e.h, l.img, time.Now().Add(-2*poolMaxAge))
+	b := sandbox.Bare(l.e.h, l.img, time.Now())
 	l.pool.ready <- a
 	l.pool.ready <- old
 	l.pool.ready <- b
@@ -62,8 +63,8 @@ func TestExpireKeepsOnlyUsableSandboxes(t *testing.T) {
 	if n := len(l.pool.ready); n != 0 {
 		t.Fatalf("after the image changed: %d ready sandboxes; want none", n)
 	}
-	l.img = &preparedImage{}
-	c := &sandbox{e: l.e, img: l.img, created: time.Now()}
+	l.img = &sandbox.Image{}
+	c := sandbox.Bare(l.e.h, l.img, time.Now())
 	l.pool.ready <- old
 	l.pool.ready <- c
 	l.pool.expire()

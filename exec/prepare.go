@@ -10,23 +10,14 @@ import (
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/errdefs"
-	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/sandbox"
 )
 
 // prepareTimeout bounds the pull and unpack of one image.
 const prepareTimeout = 15 * time.Minute
-
-// preparedImage is a language's image, present and unpacked, with the
-// environment its config declares and the digest its name pointed at when
-// it was prepared.
-type preparedImage struct {
-	image  containerd.Image
-	target digest.Digest
-	env    []string
-}
 
 // resolveSnapshotter picks the snapshotter the daemon uses for our
 // namespace when none is configured, as containerd's client does.
@@ -61,13 +52,13 @@ func (e *Executor) missingImage(l config.Language, pullErr error) error {
 // prepareImage looks the image of l up, pulls it if it is missing and
 // pulling is allowed, unpacks it if needed and reads its environment.
 // pulled says whether a pull was tried.
-func (e *Executor) prepareImage(ctx context.Context, l config.Language) (_ *preparedImage, pulled bool, _ error) {
-	img, err := e.client.GetImage(ctx, l.Image)
+func (e *Executor) prepareImage(ctx context.Context, l config.Language) (_ *sandbox.Image, pulled bool, _ error) {
+	img, err := e.h.Client.GetImage(ctx, l.Image)
 	switch {
 	case errdefs.IsNotFound(err) && e.cfg.Pull:
 		pulled = true
-		e.log.Info("pulling image", "image", l.Image)
-		img, err = e.client.Pull(ctx, l.Image, containerd.WithPullUnpack, containerd.WithPullSnapshotter(e.snapshotter))
+		e.h.Log.Info("pulling image", "image", l.Image)
+		img, err = e.h.Client.Pull(ctx, l.Image, containerd.WithPullUnpack, containerd.WithPullSnapshotter(e.h.Snapshotter))
 		switch {
 		case errdefs.IsNotFound(err):
 			return nil, pulled, e.missingImage(l, err)
@@ -82,21 +73,21 @@ func (e *Executor) prepareImage(ctx context.Context, l config.Language) (_ *prep
 	case err != nil:
 		return nil, pulled, fmt.Errorf("look up image %s: %w", l.Image, err)
 	}
-	unpacked, err := img.IsUnpacked(ctx, e.snapshotter)
+	unpacked, err := img.IsUnpacked(ctx, e.h.Snapshotter)
 	if err != nil {
 		return nil, pulled, fmt.Errorf("check image %s is unpacked: %w", l.Image, err)
 	}
 	if !unpacked {
-		e.log.Info("unpacking image", "image", l.Image, "snapshotter", e.snapshotter)
-		if err := img.Unpack(ctx, e.snapshotter); err != nil {
-			return nil, pulled, fmt.Errorf("unpack image %s with snapshotter %s: %w", l.Image, e.snapshotter, err)
+		e.h.Log.Info("unpacking image", "image", l.Image, "snapshotter", e.h.Snapshotter)
+		if err := img.Unpack(ctx, e.h.Snapshotter); err != nil {
+			return nil, pulled, fmt.Errorf("unpack image %s with snapshotter %s: %w", l.Image, e.h.Snapshotter, err)
 		}
 	}
 	env, err := imageEnv(ctx, img)
 	if err != nil {
 		return nil, pulled, err
 	}
-	return &preparedImage{image: img, target: img.Target().Digest, env: env}, pulled, nil
+	return &sandbox.Image{Image: img, Target: img.Target().Digest, Env: env}, pulled, nil
 }
 
 // imageEnv reads the environment an image's config declares.

@@ -9,6 +9,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec/internal/lifetime"
+	"code-sandbox-mcp/exec/internal/sandbox"
 
 	"github.com/containerd/errdefs"
 )
@@ -18,8 +19,8 @@ import (
 // shutdown must say so at once. The ready path itself needs containerd,
 // and is tested over HTTP's /healthz by the integration suite.
 func TestReadyClosed(t *testing.T) {
-	e := &Executor{life: lifetime.New("test")}
-	e.life.Close()
+	e := &Executor{h: &sandbox.Host{Life: lifetime.New("test")}}
+	e.h.Life.Close()
 	err := e.Ready(context.Background())
 	if !errors.Is(err, ErrClosed) || !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("Ready of a closed executor = %v; want ErrClosed, an unavailable error that says it is closed", err)
@@ -29,10 +30,10 @@ func TestReadyClosed(t *testing.T) {
 // Every entry point of a closed executor refuses with ErrClosed before it
 // asks containerd anything (its client is nil here).
 func TestCallsAfterCloseAreErrClosed(t *testing.T) {
-	e := &Executor{life: lifetime.New("test"), langs: map[string]*language{}}
+	e := &Executor{h: &sandbox.Host{Life: lifetime.New("test")}, langs: map[string]*language{}}
 	lang := config.Language{Name: "python", SessionDriver: "python", Limits: config.Limits{CodeBytes: 100, Timeout: time.Second, MaxTimeout: time.Second}}
 	e.langs["python"] = &language{cfg: lang}
-	e.life.Close()
+	e.h.Life.Close()
 	ctx := context.Background()
 	_, err := e.Run(ctx, Request{Language: "python", Code: "1"})
 	if !errors.Is(err, ErrClosed) {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/sweep"
 
 	"github.com/containerd/errdefs"
@@ -14,23 +15,9 @@ import (
 	"code-sandbox-mcp/exec/internal/workspace"
 )
 
-const (
-	// createTimeout bounds the creation of one sandbox.
-	createTimeout = 30 * time.Second
-	// closeTimeout bounds Close, its kills and deletes: what is left then
-	// is the next server's to sweep (its owner, this process, is gone by
-	// then).
-	closeTimeout = 5 * time.Second
-	// killTimeout bounds containerd's kill of a task, exitTimeout the wait
-	// for a killed task to be reported gone.
-	killTimeout = 1 * time.Second
-	exitTimeout = 3 * time.Second
-	// drainTimeout bounds the wait for the last output once a task exited.
-	drainTimeout = 5 * time.Second
-	// oomGrace is how long a run killed by a SIGKILL that it did not get
-	// from us waits for the OOM event, which may trail the exit.
-	oomGrace = 250 * time.Millisecond
-)
+// closeTimeout bounds Close, its kills and deletes: what is left then is
+// the next server's to sweep (its owner, this process, is gone by then).
+const closeTimeout = 5 * time.Second
 
 // Run runs one program in a sandbox that no other code has touched, and
 // returns what it did. An error means the sandbox could not run the program
@@ -55,7 +42,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 	defer func() { err = e.notAnswering(caller, err) }()
 	// Runs end when the caller gives up or the executor closes, and run
 	// in our namespace.
-	ctx, cancel := e.life.UntilClosed(ctx)
+	ctx, cancel := e.h.Life.UntilClosed(ctx)
 	defer cancel()
 
 	if req.Session != "" {
@@ -79,28 +66,28 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		h(req.Language, s != nil)
 	}
 	if s != nil {
-		res, err := s.execute(ctx, req, timeout)
+		res, err := s.Execute(ctx, req.Code, req.Files, timeout)
 		e.retire(s)
-		var ended *stubEnded
+		var ended *sandbox.StubEnded
 		if !errors.As(err, &ended) {
 			return res, err
 		}
 		// The stub had ended, or ended without running the program,
 		// before the line reached it: the program never ran. It runs in
 		// a sandbox of its own.
-		lang.pool.stubFailed(ended.code)
+		lang.pool.stubFailed(ended.Code)
 	}
 	img, err := lang.ready(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// Started ahead would only add the stub's exec to the run.
-	s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+sweep.CleanupGrace), startOnRun, nil)
+	s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+sweep.CleanupGrace), sandbox.OnRun)
 	if err != nil {
 		return nil, err
 	}
 	defer e.retire(s)
-	return s.execute(ctx, req, timeout)
+	return s.Execute(ctx, req.Code, req.Files, timeout)
 }
 
 // ErrClosed is the error of every call made once Close has begun. It is
@@ -117,7 +104,7 @@ var ErrNotAnswering = errors.New("containerd is not answering (restarting?)")
 // caller (ctx) still waited.
 func (e *Executor) notAnswering(ctx context.Context, err error) error {
 	switch {
-	case err == nil, e.life.Closed(), ctx.Err() != nil:
+	case err == nil, e.h.Life.Closed(), ctx.Err() != nil:
 		return err
 	case errdefs.IsUnavailable(err), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("%w: %w", ErrNotAnswering, err)
@@ -130,7 +117,7 @@ func (e *Executor) notAnswering(ctx context.Context, err error) error {
 func (e *Executor) enter() bool {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
-	if e.life.Closed() {
+	if e.h.Life.Closed() {
 		return false
 	}
 	e.runs.Add(1)
@@ -138,15 +125,15 @@ func (e *Executor) enter() bool {
 }
 
 // retire destroys a used sandbox in the background, off the response path.
-func (e *Executor) retire(s *sandbox) {
+func (e *Executor) retire(s *sandbox.Sandbox) {
 	e.cleanups.Add(1)
 	go e.destroyCounted(s)
 }
 
 // destroyCounted destroys s, which e.cleanups counts already.
-func (e *Executor) destroyCounted(s *sandbox) {
+func (e *Executor) destroyCounted(s *sandbox.Sandbox) {
 	defer e.cleanups.Done()
-	s.destroy(context.Background())
+	s.Destroy(context.Background())
 }
 
 // check validates a request against its language.
@@ -180,14 +167,4 @@ func cleanBase(name string) string {
 		return ""
 	}
 	return name
-}
-
-// isClosed reports whether ch is closed (or has a value ready).
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

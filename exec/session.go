@@ -16,11 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/sweep"
+	"code-sandbox-mcp/exec/internal/watch"
 
-	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
-	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec/internal/workspace"
@@ -67,31 +67,6 @@ type SessionInfo struct {
 	ExecutionCount int
 	// MemoryBytes is what its memory cgroup holds now; -1 if unknown.
 	MemoryBytes int64
-}
-
-// SessionResult is what a run in a session adds to its Result.
-type SessionResult struct {
-	ID string
-	// ExecutionCount is the cell's number in its session, from 1.
-	ExecutionCount int
-	// ExpiresAt is the session's renewed expiry; for a session that
-	// ended with the call, when it ended.
-	ExpiresAt time.Time
-	// Interrupted says the cell was interrupted (at its timeout, or
-	// because its call was cancelled) and the interpreter came back: the
-	// session lives on, with its state.
-	Interrupted bool
-	// Ended says why the session ended with this call (the interpreter
-	// crashed, exited, ran out of memory, or ignored its interrupt); ""
-	// if it lives on.
-	Ended string
-	// BackgroundOOMKills counts the processes that the kernel's OOM
-	// killer killed in the session's sandbox after its previous result
-	// (a call cancelled has none) and before this cell began: processes
-	// an earlier cell left running, killed while no cell ran; the
-	// interpreter was not among them, or the session would have ended
-	// then. A kill while the cell ran is the cell's (Result.OOMKilled).
-	BackgroundOOMKills int
 }
 
 // ErrNoSession marks a call naming a session that does not exist for its
@@ -165,7 +140,7 @@ type endedSession struct {
 type session struct {
 	e        *Executor
 	lang     *language
-	sb       *sandbox
+	sb       *sandbox.Sandbox
 	io       *sessionIO
 	id       string
 	owner    string
@@ -214,7 +189,7 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	}
 	defer e.runs.Done()
 	caller := ctx
-	ctx, cancel := e.life.UntilClosed(ctx)
+	ctx, cancel := e.h.Life.UntilClosed(ctx)
 	defer cancel()
 
 	if err := e.sessions.reserve(cfg, owner); err != nil {
@@ -238,7 +213,7 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	}
 	now := time.Now()
 	sio := newSessionIO(lang.cfg.Limits.OutputBytes)
-	sb, err := e.newSandbox(ctx, lang.cfg, img, now.Add(cfg.MaxLifetime+sweep.CleanupGrace), startOnRun, sio)
+	sb, err := e.h.New(ctx, lang.cfg, sandbox.Options{Image: img, Deadline: now.Add(cfg.MaxLifetime + sweep.CleanupGrace), Session: sio.streams()})
 	if err != nil {
 		return SessionInfo{}, e.notAnswering(caller, err)
 	}
@@ -261,7 +236,7 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	}
 	e.sessions.add(ss)
 	registered = true
-	if e.life.Closed() {
+	if e.h.Life.Closed() {
 		// Close began after cell 0 was answered, and its end of every
 		// session may have run before the add.
 		ss.end("the server is shutting down")
@@ -272,13 +247,13 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	// Idle from now: the time its sandbox took to start is not idle time.
 	ss.lastUsed = time.Now()
 	ss.timer = time.AfterFunc(time.Until(ss.expiresLocked()), ss.expire)
-	gone := isClosed(ss.gone)
+	gone := watch.IsClosed(ss.gone)
 	ss.mu.Unlock()
 	if gone {
 		ss.end(ss.goneReason())
 		return SessionInfo{}, fmt.Errorf("the %s session driver ended as it started: %s: %w", lang.cfg.SessionDriver, ss.goneReason(), errdefs.ErrFailedPrecondition)
 	}
-	e.log.Info("session created", "session", ss.id, "run", sb.id, "language", language, "took", time.Since(now))
+	e.h.Log.Info("session created", "session", ss.id, "run", sb.ID(), "language", language, "took", time.Since(now))
 	return ss.info(), nil
 }
 
@@ -364,8 +339,8 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	}
 	defer ss.endCall()
 
-	ws := filepath.Join(ss.sb.dir, workspace.Dir)
-	if err := workspace.WriteInputs(ws, req.Files, ss.sb.uid, true); err != nil {
+	ws := ss.sb.Workspace()
+	if err := workspace.WriteInputs(ws, req.Files, ss.sb.UID(), true); err != nil {
 		return nil, err
 	}
 	before, err := workspace.Stamps(ws)
@@ -377,14 +352,14 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	// Kills since the previous result, before the cell, are told apart:
 	// the sandbox's explain no longer counts them, and if this call
 	// returns no result the next one tells of them.
-	told := ss.sb.oomsTold.Load()
-	ooms, _ := ss.sb.ooms.Kills()
+	told := ss.sb.OOMsTold()
+	ooms, _ := ss.sb.OOMKills()
 	ooms = max(ooms, told)
-	ss.sb.oomsTold.Store(ooms)
+	ss.sb.SetOOMsTold(ooms)
 	reported := false
 	defer func() {
 		if !reported {
-			ss.sb.oomsTold.Store(told)
+			ss.sb.SetOOMsTold(told)
 		}
 	}()
 	start := time.Now()
@@ -394,7 +369,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		return nil, err
 	}
 	res := &Result{
-		Language: req.Language, Image: ss.lang.cfg.Image, ImageDigest: ss.sb.img.target.String(),
+		Language: req.Language, Image: ss.lang.cfg.Image, ImageDigest: ss.sb.ImageDigest(),
 		Stdout: c.stdout, StdoutDropped: c.stdoutDropped,
 		Stderr: c.stderr, StderrDropped: c.stderrDropped,
 		Timeout: timeout, Duration: c.took,
@@ -403,20 +378,20 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	switch {
 	case c.gone:
 		res.ExitCode = int(ss.code)
-		ss.sb.explain(res, ss.code)
+		ss.sb.Explain(res, ss.code)
 	case c.ended != "":
 		// Killed for ignoring its interrupt, or a driver that broke
 		// the protocol.
-		res.ExitCode, res.Signal = 128+int(syscall.SIGKILL), signalName(syscall.SIGKILL)
+		res.ExitCode, res.Signal = 128+int(syscall.SIGKILL), sandbox.SignalName(syscall.SIGKILL)
 	default:
 		res.ExitCode = c.status.ExitCode
 		if c.status.Status == "interrupted" {
-			res.Signal = signalName(syscall.SIGINT)
+			res.Signal = sandbox.SignalName(syscall.SIGINT)
 		}
 	}
 	// Read while the cgroup exists: a session that must end is ended
 	// below.
-	now, ok := ss.sb.ooms.Kills()
+	now, ok := ss.sb.OOMKills()
 	if ok && now > ooms {
 		res.OOMKilled = true
 	}
@@ -428,7 +403,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		}
 		res.Files, res.FilesDropped = files, dropped
 	}
-	ss.sb.oomsTold.Store(max(now, ooms))
+	ss.sb.SetOOMsTold(max(now, ooms))
 	reported = true
 	res.Session = &SessionResult{
 		ID: ss.id, ExecutionCount: n, Interrupted: c.interrupted && c.ended == "", Ended: c.ended,
@@ -443,7 +418,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		res.Session.ExpiresAt = ss.expiresLocked()
 		ss.mu.Unlock()
 	}
-	e.log.Debug("session cell", "session", ss.id, "cell", n, "took", time.Since(start))
+	e.h.Log.Debug("session cell", "session", ss.id, "cell", n, "took", time.Since(start))
 	return res, nil
 }
 
@@ -543,7 +518,7 @@ func (ss *session) cell(ctx context.Context, code string, n int, timeout time.Du
 		case err := <-wrote:
 			wrote = nil
 			if err != nil {
-				ss.e.log.Warn("session: could not send the cell", "session", ss.id, "err", err)
+				ss.e.h.Log.Warn("session: could not send the cell", "session", ss.id, "err", err)
 			}
 		case <-timer.C:
 			if !c.interrupted {
@@ -572,7 +547,7 @@ func (ss *session) cell(ctx context.Context, code string, n int, timeout time.Du
 		case <-ss.gone:
 			c.took = time.Since(start)
 			c.gone = true
-			ss.sb.drain()
+			ss.sb.Drain()
 			ss.rest(&c)
 			c.ended = ss.goneReason()
 			if cancelled != nil {
@@ -608,45 +583,19 @@ func (ss *session) rest(c *cellOutcome) {
 // interrupt sends the driver SIGINT: it is the sandbox's first process,
 // which receives the signals it has a handler for.
 func (ss *session) interrupt() {
-	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), ss.e.cfg.Namespace), killTimeout)
-	defer cancel()
-	if err := ss.sb.task.Kill(ctx, syscall.SIGINT); err != nil && !errdefs.IsNotFound(err) {
-		ss.e.log.Warn("interrupt session; signalling its process from the host", "session", ss.id, "err", err)
-		if !isClosed(ss.sb.exit.Done()) {
-			unix.Kill(int(ss.sb.task.Pid()), unix.SIGINT)
-		}
-	}
+	ss.sb.Signal(syscall.SIGINT)
 }
 
 // watch waits for the driver's process to end, by containerd's word or
 // the kernel's, and ends the session unless a call is running, which
 // reports it.
 func (ss *session) watch() {
-	kernel, exited := ss.sb.exit.Done(), ss.sb.exited
-wait:
-	for {
-		select {
-		case st := <-exited:
-			c, _, err := st.Result()
-			if err != nil && ss.e.exits.Usable() {
-				exited = nil // containerd went away: the kernel tells
-				continue
-			}
-			ss.code = c
-			break wait
-		case <-kernel:
-			c, ok := ss.sb.exit.Code()
-			if !ok {
-				kernel = nil
-				continue
-			}
-			ss.code = ss.sb.containerdExit(exited, c)
-			break wait
-		case <-ss.done:
-			return
-		}
+	code, ended := ss.sb.WaitExit(ss.done)
+	if !ended {
+		return
 	}
 	ss.mu.Lock()
+	ss.code = code
 	close(ss.gone)
 	busy := ss.busy
 	ss.mu.Unlock()
@@ -658,7 +607,7 @@ wait:
 // goneReason says why the driver's process ended.
 func (ss *session) goneReason() string {
 	r := &Result{}
-	ss.sb.explain(r, ss.code)
+	ss.sb.Explain(r, ss.code)
 	switch {
 	case r.OOMKilled:
 		return fmt.Sprintf("the interpreter ran out of memory (limit %s) and was killed, so the session ended", config.Size(ss.lang.cfg.Limits.MemoryBytes))
@@ -673,7 +622,7 @@ func (ss *session) goneReason() string {
 func (ss *session) startCall() bool {
 	ss.mu.Lock()
 	why := ss.expiredLocked(time.Now())
-	ok := why == "" && ss.why == "" && !isClosed(ss.gone)
+	ok := why == "" && ss.why == "" && !watch.IsClosed(ss.gone)
 	if ok {
 		ss.busy = true
 	}
@@ -700,7 +649,7 @@ func (ss *session) endCall() {
 	if ss.timer != nil && ss.why == "" {
 		ss.timer.Reset(time.Until(ss.expiresLocked()))
 	}
-	gone := isClosed(ss.gone)
+	gone := watch.IsClosed(ss.gone)
 	ss.mu.Unlock()
 	if gone {
 		ss.end(ss.goneReason())
@@ -765,7 +714,7 @@ func (ss *session) end(why string) {
 			h(ss.info(), why)
 		}
 		go ss.e.destroyCounted(ss.sb)
-		ss.e.log.Info("session ended", "session", ss.id, "why", why)
+		ss.e.h.Log.Info("session ended", "session", ss.id, "why", why)
 	})
 }
 
@@ -778,7 +727,7 @@ func (ss *session) info() SessionInfo {
 		Created: ss.created, LastUsed: ss.lastUsed, ExpiresAt: ss.expiresLocked(),
 		IdleTimeout: ss.idle, MaxLifetime: ss.lifetime,
 		ExecutionCount: ss.cells,
-		MemoryBytes:    memoryInUse(ss.sb.memCgroup),
+		MemoryBytes:    memoryInUse(ss.sb.MemoryCgroup()),
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/uid"
 
 	"code-sandbox-mcp/exec/internal/workspace"
@@ -31,55 +32,12 @@ type Request struct {
 // slash-separated and clean (see CheckFile), and its Data.
 type File = workspace.File
 
-// Result is what one run did.
-type Result struct {
-	Language string
-	Image    string
-	// ImageDigest is the digest of the image's manifest (or index) the
-	// sandbox was made from, such as "sha256:…".
-	ImageDigest string
-	Stdout      []byte
-	Stderr      []byte
-	// StdoutDropped and StderrDropped count the bytes left out of the
-	// middle of a stream that outgrew the language's Limits.OutputBytes. When bytes were
-	// dropped, the stream kept is its first OutputBytes/2 bytes followed by
-	// its last OutputBytes-OutputBytes/2: the cut is at OutputBytes/2.
-	StdoutDropped int64
-	StderrDropped int64
-	// ExitCode is the program's exit status as containerd reports it: for
-	// a program killed by signal N it is 128+N, and Signal names N (such as
-	// "SIGKILL").
-	ExitCode int
-	Signal   string
-	// SignalUnknown is set when ExitCode is 129 to 192, Signal is empty,
-	// and the kernel's word on how the process ended is missing (see
-	// exitWatch): the status may be a signal's 128+N or the program's own.
-	SignalUnknown bool
-	TimedOut      bool
-	OOMKilled     bool
-	// Warm is set when the program ran in a warm ready sandbox: its
-	// interpreter was started, and perhaps its preloads imported, before
-	// the program came (see config.Language.Warm).
-	Warm bool
-	// Timeout is the wall-clock limit the run had; Duration how long the
-	// program ran, from its start to its exit.
-	Timeout  time.Duration
-	Duration time.Duration
-	// Files are the output files: every regular file under the workspace
-	// that is new or changed when the program ended (however it ended),
-	// in path order, numbers in names compared as numbers, within the
-	// language's MaxFilesOut and FilesOutBytes. FilesDropped counts those
-	// left out: past a cap, or with a name that is not printable UTF-8.
-	Files        []File
-	FilesDropped int
-	// Session is set for a run in a session.
-	Session *SessionResult
-}
+// Result is what one run did: see sandbox.Result.
+type Result = sandbox.Result
 
-// Failed reports whether the program did not finish cleanly.
-func (r *Result) Failed() bool {
-	return r.ExitCode != 0 || r.TimedOut || r.OOMKilled
-}
+// SessionResult is what a run in a session adds to its Result: see
+// sandbox.SessionResult.
+type SessionResult = sandbox.SessionResult
 
 // CheckFile reports what is wrong with p as the path of a file in a
 // run's workspace, or nil: see File.

@@ -88,7 +88,7 @@ func (w *Events) follow(evs <-chan *events.Envelope, errs <-chan error, log *slo
 func (w *Events) saw(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if ch, ok := w.killed[id]; ok && !isClosed(ch) {
+	if ch, ok := w.killed[id]; ok && !IsClosed(ch) {
 		close(ch)
 	}
 }
@@ -109,7 +109,9 @@ func (w *Events) Track(id string) (ch <-chan struct{}, done func()) {
 
 func (w *Events) Wait() { <-w.stopped }
 
-func isClosed(ch <-chan struct{}) bool {
+// IsClosed reports whether ch is closed (or has a value ready), such as
+// an Exit's Done or an Events' Track channel.
+func IsClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true

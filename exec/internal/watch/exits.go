@@ -147,7 +147,7 @@ func (w *Exits) parse(b []byte) {
 			continue // a thread, not the process
 		}
 		w.mu.Lock()
-		if info, ok := w.tracked[pid]; ok && !isClosed(info.done) {
+		if info, ok := w.tracked[pid]; ok && !IsClosed(info.done) {
 			if what == procEventExec {
 				// An exec from before track (runc's own, say) may
 				// still be on its way: only later ones count.
@@ -168,7 +168,7 @@ func (w *Exits) forget() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, info := range w.tracked {
-		if !isClosed(info.done) {
+		if !IsClosed(info.done) {
 			close(info.done)
 		}
 	}
@@ -209,7 +209,7 @@ func (info *Exit) Done() <-chan struct{} { return info.done }
 // Execed returns, once the process ended, how many programs it exec'd
 // while it was tracked; ok is false when the kernel's word is missing.
 func (info *Exit) Execed() (n int, ok bool) {
-	if !isClosed(info.done) || !info.known {
+	if !IsClosed(info.done) || !info.known {
 		return 0, false
 	}
 	return info.execs, true
@@ -219,7 +219,7 @@ func (info *Exit) Execed() (n int, ok bool) {
 // the kernel's word: its exit status, or 128+N for signal N. ok is false
 // while the process runs, or when the kernel's word is missing.
 func (info *Exit) Code() (code uint32, ok bool) {
-	if !isClosed(info.done) || !info.known {
+	if !IsClosed(info.done) || !info.known {
 		return 0, false
 	}
 	if info.status.Signaled() {

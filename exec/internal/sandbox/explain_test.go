@@ -1,4 +1,4 @@
-package exec
+package sandbox
 
 import (
 	"fmt"
@@ -16,9 +16,9 @@ func TestExplainReadsTheCgroupsOOMCount(t *testing.T) {
 	for _, kills := range []int{0, 1} {
 		dir := t.TempDir()
 		os.WriteFile(filepath.Join(dir, "memory.oom_control"), []byte("oom_kill_disable 0\nunder_oom 0\noom_kill "+string(rune('0'+kills))+"\n"), 0o644)
-		s := &sandbox{oom: make(chan struct{}), memCgroup: dir, ooms: (&watch.OOMs{}).Track(dir)}
+		s := &Sandbox{oom: make(chan struct{}), memCgroup: dir, ooms: (&watch.OOMs{}).Track(dir)}
 		res := &Result{TimedOut: true}
-		s.explain(res, 137)
+		s.Explain(res, 137)
 		if res.OOMKilled != (kills > 0) || res.Signal != "SIGKILL" {
 			t.Errorf("%d kills counted: got OOMKilled %v, signal %q; want %v, SIGKILL", kills, res.OOMKilled, res.Signal, kills > 0)
 		}
@@ -44,10 +44,10 @@ func TestExplainLeavesOutKillsTold(t *testing.T) {
 			os.WriteFile(filepath.Join(dir, "memory.events"), fmt.Appendf(nil, "oom 1\noom_kill %d\n", tc.counted), 0o644)
 			oom := make(chan struct{})
 			close(oom) // the event of the first kill
-			s := &sandbox{oom: oom, memCgroup: dir, ooms: (&watch.OOMs{}).Track(dir)}
+			s := &Sandbox{oom: oom, memCgroup: dir, ooms: (&watch.OOMs{}).Track(dir)}
 			s.oomsTold.Store(tc.told)
 			res := &Result{ExitCode: int(tc.code)}
-			s.explain(res, tc.code)
+			s.Explain(res, tc.code)
 			if res.OOMKilled != tc.want {
 				t.Errorf("%d kills counted, %d told, status %d: got OOMKilled %v; want %v", tc.counted, tc.told, tc.code, res.OOMKilled, tc.want)
 			}

@@ -1,4 +1,4 @@
-package exec
+package sandbox
 
 import (
 	"bytes"
@@ -39,9 +39,9 @@ const warmStartTimeout = time.Minute
 // marker is kept, for the log; the start fails if there is any.
 const warmPreludeMax = 4 << 10
 
-// warmInterpreter returns the interpreter whose warm driver lang's
+// WarmInterpreter returns the interpreter whose warm driver lang's
 // sandboxes run, or "" if lang is not warm or has none.
-func warmInterpreter(lang config.Language) string {
+func WarmInterpreter(lang config.Language) string {
 	if !lang.Warm {
 		return ""
 	}
@@ -66,12 +66,12 @@ func newWarmStart(stdout, stderr io.Writer, preloaded bool) *warmStart {
 	return &warmStart{out: newWarmGate(stdout), err: newWarmGate(stderr), preloaded: preloaded}
 }
 
-// warmUp waits until s's driver is warm: its marker came through both
-// streams with nothing before it. An error says why not; a *warmFault is
+// WarmUp waits until s's driver is warm: its marker came through both
+// streams with nothing before it. An error says why not; a *WarmFault is
 // the warm start's own (the process ended: a preload failed, say; it
 // wrote something first; it was not ready within warmStartTimeout), and
 // any other error is not (ctx ended, containerd went away).
-func (s *sandbox) warmUp(ctx context.Context) error {
+func (s *Sandbox) WarmUp(ctx context.Context) error {
 	w := s.warm
 	if w == nil {
 		// Warm starts went off while it was made (see pool.warmFailed):
@@ -104,29 +104,29 @@ func (s *sandbox) warmUp(ctx context.Context) error {
 				return s.warmEnded(w, code)
 			case <-ctx.Done():
 				if ctx.Err() == context.DeadlineExceeded {
-					return &warmFault{fmt.Sprintf("its interpreter was not ready within %s%s", warmStartTimeout, w.said())}
+					return &WarmFault{fmt.Sprintf("its interpreter was not ready within %s%s", warmStartTimeout, w.said())}
 				}
 				return context.Cause(ctx)
 			}
 		}
 	}
 	if w.out.prelude() != "" || w.err.prelude() != "" {
-		return &warmFault{fmt.Sprintf("it wrote before the program ran, which the program's output would then lack or hold%s", w.said())}
+		return &WarmFault{fmt.Sprintf("it wrote before the program ran, which the program's output would then lack or hold%s", w.said())}
 	}
 	return nil
 }
 
-// warmFault is a warm start's failure that is its own: see warmUp.
-type warmFault struct{ why string }
+// WarmFault is a warm start's failure that is its own: see warmUp.
+type WarmFault struct{ why string }
 
-func (f *warmFault) Error() string { return f.why }
+func (f *WarmFault) Error() string { return f.why }
 
 // warmEnded is warmUp's error once the driver's process ended first, with
 // status code.
-func (s *sandbox) warmEnded(w *warmStart, code uint32) error {
+func (s *Sandbox) warmEnded(w *warmStart, code uint32) error {
 	// The copiers reach the end of both streams once the process is gone.
-	s.drain()
-	return &warmFault{fmt.Sprintf("its interpreter exited, status %d, before it was ready%s", code, w.said())}
+	s.Drain()
+	return &WarmFault{fmt.Sprintf("its interpreter exited, status %d, before it was ready%s", code, w.said())}
 }
 
 // said quotes what the start wrote, for an error, or is "".
@@ -209,12 +209,12 @@ func (g *warmGate) prelude() string {
 	return s
 }
 
-// wantsPreload reports whether code names one of the preloaded modules
+// WantsPreload reports whether code names one of the preloaded modules
 // (its first component, as a whole word): such a program gets a sandbox
 // that imported them, and any other one a sandbox that did not, whose
 // exit is quicker. It decides speed only: both kinds run any program the
 // same.
-func wantsPreload(code string, preload []string) bool {
+func WantsPreload(code string, preload []string) bool {
 	for _, m := range preload {
 		name := strings.TrimPrefix(m, "node:")
 		if i := strings.IndexAny(name, "./"); i > 0 && !strings.HasPrefix(name, "@") {
@@ -246,4 +246,13 @@ func containsWord(s, word string) bool {
 
 func isWordByte(b byte) bool {
 	return b == '_' || b >= '0' && b <= '9' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z'
+}
+
+// WarmSaid quotes what a warm sandbox's start wrote before its marker,
+// for an error, or is "".
+func (s *Sandbox) WarmSaid() string {
+	if s.warm == nil {
+		return ""
+	}
+	return s.warm.said()
 }

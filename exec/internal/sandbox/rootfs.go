@@ -1,4 +1,4 @@
-package exec
+package sandbox
 
 import (
 	"context"
@@ -29,11 +29,11 @@ import (
 // (its root file system is read-only, and the snapshot is removed with
 // it), so it never needs the sync: its overlay is mounted volatile.
 
-// volatileOverlays reports whether the kernel takes overlayfs's volatile
+// VolatileOverlays reports whether the kernel takes overlayfs's volatile
 // option (Linux 5.10 and later), by mounting an overlay with it on a small
 // tmpfs of its own under dir. Any failure says no: the sandboxes then
 // mount their overlays as containerd gives them.
-func volatileOverlays(dir string) (bool, error) {
+func VolatileOverlays(dir string) (bool, error) {
 	probe, err := os.MkdirTemp(dir, ".overlay-probe-")
 	if err != nil {
 		return false, err

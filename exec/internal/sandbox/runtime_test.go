@@ -1,4 +1,4 @@
-package exec
+package sandbox
 
 import (
 	"context"
@@ -81,12 +81,12 @@ func TestWithRuntime(t *testing.T) {
 	}
 }
 
-// An executor built without config's checks still refuses a cgroup driver
+// CheckRuntime, which the executor applies even without config's checks, refuses a cgroup driver
 // that is none, and the runc shim's options given to another shim.
 func TestValidateRuntime(t *testing.T) {
 	ok := config.Language{Name: "py", Image: "i", Command: []string{"python3"}, File: "main.py",
 		Limits: config.Limits{Timeout: 1, MaxTimeout: 1, OutputBytes: 1, CodeBytes: 1, WorkspaceBytes: 1}}
-	if err := validate(ok); err != nil {
+	if err := CheckRuntime(ok); err != nil {
 		t.Fatalf("base language: %v", err)
 	}
 	for _, tc := range []struct {
@@ -105,7 +105,7 @@ func TestValidateRuntime(t *testing.T) {
 	} {
 		l := ok
 		tc.edit(&l)
-		if err := validate(l); (err != nil) != tc.bad {
+		if err := CheckRuntime(l); (err != nil) != tc.bad {
 			t.Errorf("%s: got %v; want an error: %v", tc.name, err, tc.bad)
 		}
 	}

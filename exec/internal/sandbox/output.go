@@ -1,12 +1,12 @@
-package exec
+package sandbox
 
 import "sync"
 
-// capture keeps the head and the tail of a stream and counts what it drops
+// Capture keeps the head and the tail of a stream and counts what it drops
 // in between, so that a program printing without end costs the server a
 // fixed amount of memory. It never fails a write: the sandbox's output is
 // always drained.
-type capture struct {
+type Capture struct {
 	mu      sync.Mutex
 	max     int    // bytes kept at most, head and tail together
 	head    []byte // the first max/2 bytes
@@ -16,12 +16,12 @@ type capture struct {
 	total   int64
 }
 
-func newCapture(max int) *capture {
-	return &capture{max: max}
+func NewCapture(max int) *Capture {
+	return &Capture{max: max}
 }
 
 // Write implements io.Writer.
-func (c *capture) Write(p []byte) (int, error) {
+func (c *Capture) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := len(p)
@@ -58,7 +58,7 @@ func (c *capture) Write(p []byte) (int, error) {
 
 // Bytes returns what was kept, head then tail, and how many bytes were
 // dropped between them.
-func (c *capture) Bytes() (kept []byte, dropped int64) {
+func (c *Capture) Bytes() (kept []byte, dropped int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]byte, 0, len(c.head)+c.tailLen)

@@ -1,10 +1,12 @@
-package exec
+package sandbox
 
 import (
 	"cmp"
+	"fmt"
 
 	"github.com/containerd/containerd/api/types/runc/options"
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/config"
 )
@@ -40,4 +42,18 @@ func runcOptions(lang config.Language) *options.Options {
 		return nil
 	}
 	return &options.Options{BinaryName: lang.RuntimeBinary, SystemdCgroup: systemd}
+}
+
+// CheckRuntime reports what is wrong with lang's runtime settings, or
+// nil: a cgroup driver that is neither cgroupfs nor systemd, or the runc
+// shim's options (a runtime binary, the systemd driver) given to another
+// shim.
+func CheckRuntime(l config.Language) error {
+	switch {
+	case l.CgroupDriver != "" && l.CgroupDriver != config.CgroupDriverCgroupfs && l.CgroupDriver != config.CgroupDriverSystemd:
+		return fmt.Errorf("language %q: cgroup driver %q is neither %q nor %q: %w", l.Name, l.CgroupDriver, config.CgroupDriverCgroupfs, config.CgroupDriverSystemd, errdefs.ErrInvalidArgument)
+	case runcOptions(l) != nil && l.Runtime != "" && l.Runtime != config.RuncShim:
+		return fmt.Errorf("language %q: a runtime binary and the systemd cgroup driver are options of the runc shim (%s), not of %s: %w", l.Name, config.RuncShim, l.Runtime, errdefs.ErrInvalidArgument)
+	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package exec
+package sandbox
 
 import (
 	"bytes"
@@ -25,7 +25,7 @@ func TestCaptureKeepsHeadAndTail(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newCapture(tt.max)
+			c := NewCapture(tt.max)
 			for _, w := range tt.writes {
 				n, err := c.Write([]byte(w))
 				if n != len(w) || err != nil {
@@ -41,7 +41,7 @@ func TestCaptureKeepsHeadAndTail(t *testing.T) {
 }
 
 func TestCaptureMemoryIsBounded(t *testing.T) {
-	c := newCapture(1024)
+	c := NewCapture(1024)
 	chunk := bytes.Repeat([]byte("x"), 4096)
 	for range 1000 {
 		c.Write(chunk)

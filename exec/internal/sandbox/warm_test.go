@@ -1,4 +1,4 @@
-package exec
+package sandbox
 
 import (
 	"bytes"
@@ -80,8 +80,8 @@ func TestWantsPreload(t *testing.T) {
 		"import matplotlib.pyplot as plt":     false,
 		"df = pd.read_csv('x.csv') # pandas!": true,
 	} {
-		if got := wantsPreload(code, preload); got != want {
-			t.Errorf("wantsPreload(%q) = %v; want %v", code, got, want)
+		if got := WantsPreload(code, preload); got != want {
+			t.Errorf("WantsPreload(%q) = %v; want %v", code, got, want)
 		}
 	}
 	for code, want := range map[string]bool{
@@ -89,11 +89,11 @@ func TestWantsPreload(t *testing.T) {
 		"require('@scope/pkg')":          true,
 		"console.log(1)":                 false,
 	} {
-		if got := wantsPreload(code, []string{"node:zlib", "@scope/pkg"}); got != want {
-			t.Errorf("wantsPreload(%q, node) = %v; want %v", code, got, want)
+		if got := WantsPreload(code, []string{"node:zlib", "@scope/pkg"}); got != want {
+			t.Errorf("WantsPreload(%q, node) = %v; want %v", code, got, want)
 		}
 	}
-	if wantsPreload("import numpy", nil) {
+	if WantsPreload("import numpy", nil) {
 		t.Error("wantsPreload with no preloads = true; want false")
 	}
 }

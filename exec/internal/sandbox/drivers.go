@@ -1,9 +1,8 @@
-package exec
+package sandbox
 
 import (
 	"embed"
 	"fmt"
-	"io"
 	"path/filepath"
 
 	"github.com/containerd/errdefs"
@@ -49,19 +48,4 @@ func writeDriver(code, name string) ([]string, error) {
 		return nil, fmt.Errorf("write the session driver: %w", err)
 	}
 	return append(append([]string(nil), d.flags...), sandboxoci.ProgramPath(d.file)), nil
-}
-
-// sessionIO are the standard streams of a session's driver: requests go
-// in through in (inW is the server's end), cells' output comes out of out
-// and errs.
-type sessionIO struct {
-	in   *io.PipeReader
-	inW  *io.PipeWriter
-	out  *cellStream
-	errs *cellStream
-}
-
-func newSessionIO(outputBytes int64) *sessionIO {
-	r, w := io.Pipe()
-	return &sessionIO{in: r, inW: w, out: newCellStream(int(outputBytes), true), errs: newCellStream(int(outputBytes), false)}
 }

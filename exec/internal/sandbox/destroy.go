@@ -1,0 +1,84 @@
+package sandbox
+
+import (
+	"context"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+
+	"code-sandbox-mcp/exec/internal/sweep"
+	"code-sandbox-mcp/exec/internal/workspace"
+)
+
+// Destroy deletes the task (killing what still runs), the container with
+// its snapshot, and the host directory, on a context that outlives the
+// (possibly cancelled) request. What is already gone counts as deleted.
+func (s *Sandbox) Destroy(ctx context.Context) {
+	start := time.Now()
+	// Past the Life's abandon, what is left is left to the next server's
+	// sweep.
+	ctx, cancel := s.h.Life.Detached(ctx, sweep.CleanupTimeout)
+	defer cancel()
+	if s.start != nil {
+		s.start.close()
+	}
+	if s.session != nil && s.session.EndInput != nil {
+		// The driver reads the end of its standard input as its end.
+		s.session.EndInput.Close()
+	}
+	if s.exitOwed {
+		// Keep a healthy daemon's order (see containerdExit): the
+		// task's exit processed, then its delete.
+		s.containerdExit(s.exited, 0)
+	}
+	if s.task != nil {
+		// The kill matters only for a task that has not exited. Deleting
+		// an exited task at once, without it, was tried: with containerd
+		// 2.4.2 the task's /tasks/exit event then did not reach a
+		// subscriber within 5 s in about one run in six (the shim goes
+		// away first). Event watchers, our tests among them, count on
+		// that event, so the kill and its round trips stay.
+		if _, err := s.task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			s.h.Log.Warn("delete task", "run", s.id, "err", err)
+		}
+	}
+	var failed error
+	if s.container != nil {
+		// sweep.Delete also finds a task whose creation failed on our
+		// side but not in the daemon.
+		if failed = sweep.Delete(ctx, s.container); failed != nil {
+			s.h.Log.Warn("delete sandbox; retrying in the background", "run", s.id, "err", failed)
+		}
+	}
+	if s.stopOOM != nil {
+		s.stopOOM()
+	}
+	s.h.OOMs.Untrack(s.ooms)
+	if s.exit != nil {
+		s.h.Exits.Untrack(s.task.Pid())
+	}
+	if s.hasPidfd {
+		unix.Close(s.pidfd)
+		s.hasPidfd = false
+	}
+	// The run directory holds the FIFOs the shim may still have open:
+	// it goes with the container, and the uid is free once both are.
+	if failed != nil {
+		s.h.Reaper.DeleteLater(s.container, s.dir, s.uid)
+		return
+	}
+	if s.taskFailed {
+		s.h.Reaper.StopLeftShims(s.id)
+	}
+	if s.uid != 0 {
+		s.h.UIDs.Release(s.uid)
+	}
+	if s.dir != "" {
+		if err := workspace.RemoveRunDir(s.dir); err != nil {
+			s.h.Log.Warn("remove run directory", "run", s.id, "err", err)
+		}
+	}
+	s.h.Log.Debug("sandbox destroyed", "run", s.id, "took", time.Since(start))
+}

@@ -1,0 +1,326 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+	"golang.org/x/sys/unix"
+
+	"code-sandbox-mcp/exec/internal/watch"
+	"code-sandbox-mcp/exec/internal/workspace"
+)
+
+// errTimedOut is the cause of Execute's context when its timeout ran out.
+var errTimedOut = errors.New("the run's timeout ran out")
+
+// Execute writes the program where the waiting process will find it and
+// files into the workspace, starts the program (or, started ahead, sends
+// the stub its line), and collects what it did: its output, its status
+// and its output files. The program never goes through argv. On expiry of
+// timeout, or when ctx ends, every process of the sandbox is killed.
+func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.File, timeout time.Duration) (*Result, error) {
+	begun := time.Now()
+	if err := s.writeProgram(code); err != nil {
+		return nil, err
+	}
+	ws := s.Workspace()
+	if err := workspace.WriteInputs(ws, files, s.uid, false); err != nil {
+		return nil, err
+	}
+
+	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimedOut)
+	defer cancel()
+	start := time.Now()
+	if s.start != nil {
+		s.start.send()
+	} else if err := s.startTask(ctx); err != nil {
+		return nil, fmt.Errorf("start %s in %s: %w", s.lang.Command[0], s.lang.Image, err)
+	}
+	started := time.Now()
+	res := &Result{Language: s.lang.Name, Image: s.lang.Image, ImageDigest: s.ImageDigest(), Timeout: timeout, Warm: s.warm != nil}
+	status, err := s.await(ctx, tctx, res)
+	if err != nil {
+		return nil, err
+	}
+	// A stub that ended before it exec'd the program (two execs: runc's
+	// init into the stub, the stub into the interpreter) ran nothing,
+	// whatever containerd says of its status.
+	if n, ok := s.exit.Execed(); ok && s.start != nil && s.warm == nil && n < 2 && !res.TimedOut {
+		return nil, &StubEnded{Code: status}
+	}
+	res.Duration = time.Since(start)
+	s.Drain()
+	drained := time.Now()
+	res.ExitCode = int(status)
+	s.Explain(res, status)
+	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
+	res.Stderr, res.StderrDropped = s.stderr.Bytes()
+	lim := s.lang.Limits
+	out, dropped, err := workspace.CollectOutputs(ws, workspace.Baseline{Inputs: workspace.InputSums(files)}, workspace.OutputCaps{Files: lim.MaxFilesOut, Bytes: lim.FilesOutBytes})
+	if err != nil {
+		return nil, fmt.Errorf("collect the output files: %w", err)
+	}
+	res.Files, res.FilesDropped = out, dropped
+	// What a run costs, phase by phase (make bench reads these): writing
+	// the program and its files, starting it (a line to the waiting
+	// process, or containerd's Start), from there to its exit as the
+	// kernel or containerd told it, the end of its output, and the output
+	// files. sent_ns is when it was started, on the host's clock.
+	s.h.Log.Debug("run phases", "run", s.id, "warm", s.warm != nil,
+		"write", start.Sub(begun), "start", started.Sub(start), "run", res.Duration,
+		"drain", drained.Sub(start)-res.Duration, "files", time.Since(drained), "sent_ns", start.UnixNano())
+	return res, nil
+}
+
+// await waits for the program's end, or for tctx's, which ends at the
+// run's timeout or with ctx; it returns the program's status. At the
+// timeout it kills the sandbox and sets res.TimedOut; when ctx ends it
+// kills the sandbox too and returns the cancellation.
+func (s *Sandbox) await(ctx, tctx context.Context, res *Result) (uint32, error) {
+	// The kernel's status is the result's; containerd's word on the
+	// exit, which normally follows within a few milliseconds, is
+	// waited for by Destroy, off the response path.
+	status, ended, err := s.waitExit(tctx.Done(), false)
+	switch {
+	case ended:
+		return status, err
+	case ctx.Err() != nil:
+		// The caller gave up: kill now; Destroy deletes the rest.
+		s.kill(ctx)
+		return 0, fmt.Errorf("run cancelled: %w", context.Cause(ctx))
+	}
+	// A program that ended in time is not timed out, whatever containerd
+	// has said of it yet.
+	if c, ok := s.exit.Code(); ok {
+		return c, nil
+	}
+	res.TimedOut = true
+	return s.kill(ctx)
+}
+
+// waitExit waits for the sandbox's first process to end, by containerd's
+// word or the kernel's, whichever comes first, or for stop to close
+// (ended false then). Where containerd's wait breaks but the kernel's
+// word can come, it goes on waiting for that; where it cannot, the
+// broken wait's error is returned with what status containerd gave.
+// When the kernel tells first, it waits up to containerdGrace for
+// containerd (see containerdExit) if grace is set; else it returns at
+// once and leaves the wait to Destroy.
+func (s *Sandbox) waitExit(stop <-chan struct{}, grace bool) (status uint32, ended bool, err error) {
+	kernel, exited := s.exit.Done(), s.exited
+	for {
+		select {
+		case st := <-exited:
+			c, _, err := st.Result()
+			if err != nil && s.h.Exits.Usable() {
+				// containerd went away (its wait broke): the shim and the
+				// program go on, and the kernel tells their end.
+				s.h.Log.Warn("containerd's wait for the sandbox broke; waiting for the kernel's word", "run", s.id, "err", err)
+				exited = nil
+				continue
+			}
+			if err != nil {
+				return c, true, fmt.Errorf("read exit status: %w", err)
+			}
+			return c, true, nil
+		case <-kernel:
+			c, ok := s.exit.Code()
+			if !ok {
+				kernel = nil // the kernel's word is missing: wait for containerd's
+				continue
+			}
+			if grace {
+				return s.containerdExit(exited, c), true, nil
+			}
+			s.exitOwed = exited != nil
+			return c, true, nil
+		case <-stop:
+			return 0, false, nil
+		}
+	}
+}
+
+// Explain sets what killed a run that ended with status code, from what
+// is known for sure: our own kill at the timeout, the kernel's word on how
+// the process ended, and the memory cgroup's OOM event or its count of OOM
+// kills. A status of 128+N is a program's own exit status unless one of
+// them says a signal ended it.
+func (s *Sandbox) Explain(res *Result, code uint32) {
+	if res.TimedOut {
+		res.Signal = signalName(syscall.SIGKILL)
+	} else if code > 128 {
+		sig, known := s.exit.Signal(code)
+		if sig != 0 {
+			res.Signal = signalName(sig)
+		}
+		res.SignalUnknown = !known && code <= 128+64
+		// Only the kernel's OOM killer sends a SIGKILL that we did not;
+		// its event may trail the exit a little. Where the kernel's word
+		// is missing, 137 is waited on too.
+		if sig == syscall.SIGKILL || (!known && code == 128+uint32(syscall.SIGKILL)) {
+			t := time.NewTimer(oomGrace)
+			select {
+			case <-s.oom:
+			case <-t.C:
+			}
+			t.Stop()
+		}
+	}
+	// The OOM event may come late, or not at all from a shim that goes
+	// away first; the cgroup's own count of OOM kills says for sure. The
+	// event tells of any kill in the sandbox, so once kills are told
+	// apart (a session's earlier ones) only the count can.
+	told := s.oomsTold.Load()
+	if (told == 0 && watch.IsClosed(s.oom)) || s.oomCounted(told) {
+		res.OOMKilled = true
+		res.Signal = signalName(syscall.SIGKILL)
+		res.SignalUnknown = false
+	}
+}
+
+// oomCounted reports whether the sandbox's memory cgroup counted more
+// than told OOM kills.
+func (s *Sandbox) oomCounted(told uint64) bool {
+	n, ok := s.ooms.Kills()
+	return ok && n > told
+}
+
+// startTask starts a task created and not started, boundedly.
+func (s *Sandbox) startTask(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
+	return s.task.Start(ctx)
+}
+
+// StubEnded is Execute's error when a sandbox started ahead ran nothing:
+// its stub ended (with status Code) before it exec'd the program.
+type StubEnded struct{ Code uint32 }
+
+func (e *StubEnded) Error() string {
+	return fmt.Sprintf("the waiting /bin/sh exited with status %d before it ran the program", e.Code)
+}
+
+// StubExited reports, for a sandbox started ahead, whether its stub (or
+// warm driver) exited before it was sent a program, and with what status.
+func (s *Sandbox) StubExited() (containerd.ExitStatus, bool) {
+	if s.start == nil {
+		return containerd.ExitStatus{}, false
+	}
+	select {
+	case st := <-s.exited:
+		return st, true
+	default:
+		return containerd.ExitStatus{}, false
+	}
+}
+
+// kill kills every process of the task and waits for it to be reported
+// gone, by containerd or by the kernel; it returns the status it ended
+// with. It runs on ctx's values, not its cancellation (the caller may have
+// given up), bounded by killTimeout and exitTimeout. Where containerd does
+// not carry out the kill, the server kills the sandbox's first process
+// itself: it is the init of the sandbox's pid namespace, and the kernel
+// kills every other process of the namespace with it.
+func (s *Sandbox) kill(ctx context.Context) (uint32, error) {
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killTimeout)
+	err := s.task.Kill(kctx, syscall.SIGKILL, containerd.WithKillAll)
+	cancel()
+	if err != nil && !errdefs.IsNotFound(err) {
+		s.h.Log.Warn("kill sandbox; killing its process from the host", "run", s.id, "err", err)
+		s.signalFromHost(syscall.SIGKILL)
+	}
+	wctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
+	defer cancel()
+	status, ended, err := s.waitExit(wctx.Done(), true)
+	if !ended {
+		return 0, fmt.Errorf("sandbox %s did not exit within %s of SIGKILL, and containerd did not say so either: its status is unknown: %w", s.id, killTimeout+exitTimeout, errdefs.ErrUnavailable)
+	}
+	return status, err
+}
+
+// WaitExit waits for the sandbox's first process to end, or for stop to
+// close (ended false then), and returns its status: containerd's, or the
+// kernel's where containerd is slow, gone or its wait broke.
+func (s *Sandbox) WaitExit(stop <-chan struct{}) (status uint32, ended bool) {
+	status, ended, _ = s.waitExit(stop, true)
+	return status, ended
+}
+
+// containerdGrace is how long the kernel's word on a process's end waits
+// for containerd's, which normally follows at once.
+const containerdGrace = time.Second
+
+// containerdExit waits up to containerdGrace for containerd's exit of the
+// task, once the kernel said its process ended with status code, and
+// returns containerd's status, or code if containerd is slow or gone. The
+// wait keeps the order of a healthy daemon: the task's exit is processed
+// before the sandbox is deleted. (containerd's wait returns before its
+// shim sends the /tasks/exit event: Destroy's kill, before the delete,
+// gives it the time; see there.) A one-shot run's result does not wait
+// for it (the kernel's status is the same, a millisecond or two sooner):
+// its Destroy does, before the delete.
+func (s *Sandbox) containerdExit(exited <-chan containerd.ExitStatus, code uint32) uint32 {
+	if exited == nil {
+		return code
+	}
+	t := time.NewTimer(containerdGrace)
+	defer t.Stop()
+	select {
+	case st := <-exited:
+		if c, _, err := st.Result(); err == nil {
+			return c
+		}
+	case <-t.C:
+	}
+	return code
+}
+
+// writeProgram writes the program where the sandbox reads it. A write
+// that fails (the state directory's file system is full, say) leaves no
+// partial file, and says where and how much room there was.
+func (s *Sandbox) writeProgram(program string) error {
+	f := filepath.Join(s.dir, "code", s.lang.File)
+	err := writeReadable(f, []byte(program), 0o444)
+	if err == nil {
+		return nil
+	}
+	os.Remove(f)
+	dir := s.h.StateDir
+	var st unix.Statfs_t
+	if unix.Statfs(dir, &st) == nil {
+		free := int64(st.Bavail) * st.Bsize
+		return fmt.Errorf("write the program (%d bytes) to state directory %s, which has %d bytes free: %v: %w", len(program), dir, free, err, errdefs.ErrResourceExhausted)
+	}
+	return fmt.Errorf("write the program to state directory %s: %v: %w", dir, err, errdefs.ErrResourceExhausted)
+}
+
+// Drain waits, boundedly, for the output copiers to reach the end of both
+// streams; the shim closes them once every process in the sandbox is gone.
+func (s *Sandbox) Drain() {
+	done := make(chan struct{})
+	go func() {
+		s.task.IO().Wait()
+		close(done)
+	}()
+	t := time.NewTimer(drainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.h.Log.Warn("output did not end after the sandbox exited", "run", s.id)
+	}
+}
+
+// Workspace is the host directory of its workspace mount.
+func (s *Sandbox) Workspace() string { return filepath.Join(s.dir, workspace.Dir) }
+
+// ImageDigest is the digest of the image's manifest (or index) it was made
+// from, such as "sha256:…".
+func (s *Sandbox) ImageDigest() string { return s.img.Target.String() }
