@@ -11,6 +11,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/pool"
 )
 
 // TestCheck validates requests against their language. It reaches check
@@ -19,7 +20,7 @@ func TestCheck(t *testing.T) {
 	py := config.Language{Name: "python", Limits: config.Limits{CodeBytes: 10, Timeout: 5 * time.Second, MaxTimeout: 30 * time.Second}}
 	js := config.Language{Name: "javascript", Limits: config.Limits{CodeBytes: 100, Timeout: 7 * time.Second, MaxTimeout: 60 * time.Second}}
 	e := &Executor{}
-	e.langs = map[string]*language{"python": newLanguage(e, py), "javascript": newLanguage(e, js)}
+	e.langs = map[string]*pool.Language{"python": pool.New(pool.Config{}, py), "javascript": pool.New(pool.Config{}, js)}
 
 	for _, tc := range []struct {
 		name    string
@@ -49,8 +50,8 @@ func TestCheck(t *testing.T) {
 			if err != nil {
 				t.Fatalf("check(%+v): got error %v; want none", tc.req, err)
 			}
-			if lang.cfg.Name != tc.lang || timeout != tc.timeout {
-				t.Errorf("check(%+v): got language %q, timeout %s; want %q, %s", tc.req, lang.cfg.Name, timeout, tc.lang, tc.timeout)
+			if lang.Config().Name != tc.lang || timeout != tc.timeout {
+				t.Errorf("check(%+v): got language %q, timeout %s; want %q, %s", tc.req, lang.Config().Name, timeout, tc.lang, tc.timeout)
 			}
 		})
 	}

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/pool"
 	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/sweep"
 
@@ -84,12 +85,11 @@ type Executor struct {
 	h     *sandbox.Host // what the sandboxes need; its Life is closed by Close, and abandoned closeTimeout after Close began: deletes still going then give up
 	slots chan struct{}
 
-	runs      sync.WaitGroup // runs in flight
-	cleanups  sync.WaitGroup // sandboxes being destroyed
-	preparing sync.WaitGroup // images being pulled or unpacked
-	retried   chan struct{}  // closed when the reaper's retry loop has stopped
+	runs     sync.WaitGroup // runs in flight
+	cleanups sync.WaitGroup // sandboxes being destroyed
+	retried  chan struct{}  // closed when the reaper's retry loop has stopped
 
-	langs map[string]*language // by name
+	langs map[string]*pool.Language // by name
 
 	closeOnce sync.Once
 	closeErr  error
@@ -144,7 +144,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	snapshotter, err := resolveSnapshotter(ctx, c, cfg.Snapshotter)
+	snapshotter, err := pool.ResolveSnapshotter(ctx, c, cfg.Snapshotter)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -168,7 +168,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	e := &Executor{
 		cfg:     cfg,
 		slots:   make(chan struct{}, cfg.Concurrency),
-		langs:   map[string]*language{},
+		langs:   map[string]*pool.Language{},
 		retried: make(chan struct{}),
 	}
 	// The watches end when Close begins.
@@ -188,8 +188,9 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		Log:         log,
 		Created:     cfg.Hooks.SandboxCreated,
 	}
+	pc := pool.Config{Host: e.h, Namespace: cfg.Namespace, Pull: cfg.Pull, Retire: e.retire}
 	for _, l := range cfg.Languages {
-		e.langs[l.Name] = newLanguage(e, l)
+		e.langs[l.Name] = pool.New(pc, l)
 	}
 	// Its first event may come at once: the languages are there to hear it.
 	e.h.Events = watch.NewEvents(bg, c, cfg.Namespace, log, e.imageChanged)
@@ -204,8 +205,8 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 // the image called name.
 func (e *Executor) imageChanged(name string) {
 	for _, l := range e.langs {
-		if l.cfg.Image == name {
-			l.invalidate()
+		if l.Config().Image == name {
+			l.Invalidate()
 		}
 	}
 }
@@ -235,7 +236,7 @@ func (e *Executor) Prepare(ctx context.Context) error {
 	}
 	for _, l := range e.langs {
 		wg.Go(func() {
-			if _, err := l.ready(ctx); err != nil {
+			if _, err := l.Ready(ctx); err != nil {
 				add(err)
 			}
 		})
@@ -266,7 +267,7 @@ func (e *Executor) shutdown() error {
 	e.endSessions("the server is shutting down")
 	e.runs.Wait()
 	for _, l := range e.langs {
-		l.pool.wait()
+		l.WaitPool()
 	}
 	e.cleanups.Wait()
 	<-e.retried
@@ -278,7 +279,9 @@ func (e *Executor) shutdown() error {
 	}
 	e.h.Life.Abandon()
 	e.h.UIDs.Abandon()
-	e.preparing.Wait()
+	for _, l := range e.langs {
+		l.WaitPrepared()
+	}
 	e.h.Events.Wait()
 	e.h.Exits.Wait()
 	e.h.OOMs.Wait()
@@ -362,7 +365,7 @@ func (e *Executor) Ready(ctx context.Context) error {
 	}
 	defer e.runs.Done()
 	ctx = namespaces.WithNamespace(ctx, e.cfg.Namespace)
-	vctx, cancel := context.WithTimeout(ctx, callTimeout)
+	vctx, cancel := context.WithTimeout(ctx, sandbox.CallTimeout)
 	_, err := e.h.Client.Version(vctx)
 	cancel()
 	if err != nil {
@@ -375,7 +378,7 @@ func (e *Executor) Ready(ctx context.Context) error {
 	sort.Strings(names)
 	var errs []error
 	for _, name := range names {
-		if _, err := e.langs[name].ready(ctx); err != nil {
+		if _, err := e.langs[name].Ready(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", name, err))
 		}
 	}

@@ -26,7 +26,7 @@ type Hooks struct {
 func (e *Executor) PoolSizes() map[string]int {
 	sizes := make(map[string]int, len(e.langs))
 	for name, l := range e.langs {
-		sizes[name] = l.pool.count()
+		sizes[name] = l.Count()
 	}
 	return sizes
 }

@@ -9,6 +9,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec/internal/lifetime"
+	"code-sandbox-mcp/exec/internal/pool"
 	"code-sandbox-mcp/exec/internal/sandbox"
 
 	"github.com/containerd/errdefs"
@@ -30,9 +31,9 @@ func TestReadyClosed(t *testing.T) {
 // Every entry point of a closed executor refuses with ErrClosed before it
 // asks containerd anything (its client is nil here).
 func TestCallsAfterCloseAreErrClosed(t *testing.T) {
-	e := &Executor{h: &sandbox.Host{Life: lifetime.New("test")}, langs: map[string]*language{}}
+	e := &Executor{h: &sandbox.Host{Life: lifetime.New("test")}, langs: map[string]*pool.Language{}}
 	lang := config.Language{Name: "python", SessionDriver: "python", Limits: config.Limits{CodeBytes: 100, Timeout: time.Second, MaxTimeout: time.Second}}
-	e.langs["python"] = &language{cfg: lang}
+	e.langs["python"] = pool.New(pool.Config{}, lang)
 	e.h.Life.Close()
 	ctx := context.Background()
 	_, err := e.Run(ctx, Request{Language: "python", Code: "1"})

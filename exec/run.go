@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/pool"
 	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/sweep"
 
@@ -60,9 +61,9 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 	}
 
 	// Refill after the program, not before it: see pool.take.
-	defer lang.pool.refill()
-	s := lang.pool.take(req.Code)
-	if h := e.cfg.Hooks.PoolTake; h != nil && lang.pool.size > 0 {
+	defer lang.Refill()
+	s := lang.Take(req.Code)
+	if h := e.cfg.Hooks.PoolTake; h != nil && lang.Pooled() {
 		h(req.Language, s != nil)
 	}
 	if s != nil {
@@ -75,14 +76,14 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		// The stub had ended, or ended without running the program,
 		// before the line reached it: the program never ran. It runs in
 		// a sandbox of its own.
-		lang.pool.stubFailed(ended.Code)
+		lang.StubFailed(ended.Code)
 	}
-	img, err := lang.ready(ctx)
+	img, err := lang.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
 	// Started ahead would only add the stub's exec to the run.
-	s, err = e.newSandbox(ctx, lang.cfg, img, time.Now().Add(timeout+sweep.CleanupGrace), sandbox.OnRun)
+	s, err = lang.NewSandbox(ctx, img, time.Now().Add(timeout+sweep.CleanupGrace), sandbox.OnRun)
 	if err != nil {
 		return nil, err
 	}
@@ -137,12 +138,12 @@ func (e *Executor) destroyCounted(s *sandbox.Sandbox) {
 }
 
 // check validates a request against its language.
-func (e *Executor) check(req Request) (*language, time.Duration, error) {
+func (e *Executor) check(req Request) (*pool.Language, time.Duration, error) {
 	lang, ok := e.langs[req.Language]
 	if !ok {
 		return nil, 0, fmt.Errorf("unknown language %q: %w", req.Language, errdefs.ErrInvalidArgument)
 	}
-	lim := lang.cfg.Limits
+	lim := lang.Config().Limits
 	if int64(len(req.Code)) > lim.CodeBytes {
 		return nil, 0, fmt.Errorf("program is %d bytes, over the limit of %d bytes: %w", len(req.Code), lim.CodeBytes, errdefs.ErrInvalidArgument)
 	}

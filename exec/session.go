@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"code-sandbox-mcp/exec/internal/pool"
 	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/sweep"
 	"code-sandbox-mcp/exec/internal/watch"
@@ -139,7 +140,7 @@ type endedSession struct {
 // and its bounds.
 type session struct {
 	e        *Executor
-	lang     *language
+	lang     *pool.Language
 	sb       *sandbox.Sandbox
 	io       *sessionIO
 	id       string
@@ -177,7 +178,7 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 		return SessionInfo{}, fmt.Errorf("unknown language %q: %w", language, errdefs.ErrInvalidArgument)
 	case cfg.Max <= 0:
 		return SessionInfo{}, fmt.Errorf("%w: this server has them turned off (max_sessions = 0)", ErrNoSessions)
-	case lang.cfg.SessionDriver == "":
+	case lang.Config().SessionDriver == "":
 		return SessionInfo{}, fmt.Errorf("%w: language %q has no session driver", ErrNoSessions, language)
 	case idle < 0 || idle > cfg.MaxLifetime:
 		return SessionInfo{}, fmt.Errorf("idle timeout %s is not between 0 and the maximum lifetime of %s: %w", idle, cfg.MaxLifetime, errdefs.ErrInvalidArgument)
@@ -207,13 +208,13 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	case <-ctx.Done():
 		return SessionInfo{}, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
 	}
-	img, err := lang.ready(ctx)
+	img, err := lang.Ready(ctx)
 	if err != nil {
 		return SessionInfo{}, e.notAnswering(caller, err)
 	}
 	now := time.Now()
-	sio := newSessionIO(lang.cfg.Limits.OutputBytes)
-	sb, err := e.h.New(ctx, lang.cfg, sandbox.Options{Image: img, Deadline: now.Add(cfg.MaxLifetime + sweep.CleanupGrace), Session: sio.streams()})
+	sio := newSessionIO(lang.Config().Limits.OutputBytes)
+	sb, err := e.h.New(ctx, lang.Config(), sandbox.Options{Image: img, Deadline: now.Add(cfg.MaxLifetime + sweep.CleanupGrace), Session: sio.streams()})
 	if err != nil {
 		return SessionInfo{}, e.notAnswering(caller, err)
 	}
@@ -228,7 +229,7 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	// Cell 0 runs nothing: its answer says the interpreter is up.
 	c, err := ss.cell(ctx, "", 0, driverStartTimeout)
 	if err == nil && (c.ended != "" || c.status.Status != "ok") {
-		err = fmt.Errorf("the %s session driver did not start: %s%s: %w", lang.cfg.SessionDriver, c.failure(), quoteTail(c.stderr), errdefs.ErrFailedPrecondition)
+		err = fmt.Errorf("the %s session driver did not start: %s%s: %w", lang.Config().SessionDriver, c.failure(), quoteTail(c.stderr), errdefs.ErrFailedPrecondition)
 	}
 	if err != nil {
 		ss.end("it did not start")
@@ -251,7 +252,7 @@ func (e *Executor) CreateSession(ctx context.Context, owner, language string, id
 	ss.mu.Unlock()
 	if gone {
 		ss.end(ss.goneReason())
-		return SessionInfo{}, fmt.Errorf("the %s session driver ended as it started: %s: %w", lang.cfg.SessionDriver, ss.goneReason(), errdefs.ErrFailedPrecondition)
+		return SessionInfo{}, fmt.Errorf("the %s session driver ended as it started: %s: %w", lang.Config().SessionDriver, ss.goneReason(), errdefs.ErrFailedPrecondition)
 	}
 	e.h.Log.Info("session created", "session", ss.id, "run", sb.ID(), "language", language, "took", time.Since(now))
 	return ss.info(), nil
@@ -311,8 +312,8 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 	if ss == nil {
 		return nil, e.sessions.noSession(req.Owner, req.Session)
 	}
-	if ss.lang.cfg.Name != req.Language {
-		return nil, fmt.Errorf("session %s runs %s, not %s: call its own language's tool: %w", ss.id, ss.lang.cfg.Name, req.Language, errdefs.ErrInvalidArgument)
+	if ss.lang.Config().Name != req.Language {
+		return nil, fmt.Errorf("session %s runs %s, not %s: call its own language's tool: %w", ss.id, ss.lang.Config().Name, req.Language, errdefs.ErrInvalidArgument)
 	}
 	select {
 	case ss.turn <- struct{}{}:
@@ -369,7 +370,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		return nil, err
 	}
 	res := &Result{
-		Language: req.Language, Image: ss.lang.cfg.Image, ImageDigest: ss.sb.ImageDigest(),
+		Language: req.Language, Image: ss.lang.Config().Image, ImageDigest: ss.sb.ImageDigest(),
 		Stdout: c.stdout, StdoutDropped: c.stdoutDropped,
 		Stderr: c.stderr, StderrDropped: c.stderrDropped,
 		Timeout: timeout, Duration: c.took,
@@ -396,7 +397,7 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		res.OOMKilled = true
 	}
 	if c.ended == "" {
-		lim := ss.lang.cfg.Limits
+		lim := ss.lang.Config().Limits
 		files, dropped, err := workspace.CollectOutputs(ws, workspace.Baseline{Inputs: workspace.InputSums(req.Files), Stamps: before}, workspace.OutputCaps{Files: lim.MaxFilesOut, Bytes: lim.FilesOutBytes})
 		if err != nil {
 			return nil, fmt.Errorf("collect the output files: %w", err)
@@ -610,7 +611,7 @@ func (ss *session) goneReason() string {
 	ss.sb.Explain(r, ss.code)
 	switch {
 	case r.OOMKilled:
-		return fmt.Sprintf("the interpreter ran out of memory (limit %s) and was killed, so the session ended", config.Size(ss.lang.cfg.Limits.MemoryBytes))
+		return fmt.Sprintf("the interpreter ran out of memory (limit %s) and was killed, so the session ended", config.Size(ss.lang.Config().Limits.MemoryBytes))
 	case r.Signal != "":
 		return fmt.Sprintf("the interpreter was killed by %s, so the session ended", r.Signal)
 	}
@@ -723,7 +724,7 @@ func (ss *session) info() SessionInfo {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	return SessionInfo{
-		ID: ss.id, Owner: ss.owner, Language: ss.lang.cfg.Name,
+		ID: ss.id, Owner: ss.owner, Language: ss.lang.Config().Name,
 		Created: ss.created, LastUsed: ss.lastUsed, ExpiresAt: ss.expiresLocked(),
 		IdleTimeout: ss.idle, MaxLifetime: ss.lifetime,
 		ExecutionCount: ss.cells,

@@ -1,7 +1,9 @@
-package exec
+package pool
 
 import (
+	"context"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,17 +13,19 @@ import (
 	"code-sandbox-mcp/exec/internal/watch"
 )
 
-// testLanguage is a language of an executor that has no containerd: what
+// testLanguage is a language of a Host that has no containerd: what
 // a pool's take and expire need, and no more.
-func testLanguage(t *testing.T, size int) *language {
+func testLanguage(t *testing.T, size int) *Language {
 	t.Helper()
-	e := &Executor{h: &sandbox.Host{Log: slog.New(slog.DiscardHandler), Life: lifetime.New("test"), Exits: &watch.Exits{}}}
+	h := &sandbox.Host{Log: slog.New(slog.DiscardHandler), Life: lifetime.New("test"), Exits: &watch.Exits{}}
+	var retired sync.WaitGroup
+	retire := func(s *sandbox.Sandbox) { retired.Go(func() { s.Destroy(context.Background()) }) }
 	t.Cleanup(func() {
-		e.h.Life.Close()
-		e.h.Life.Abandon()
-		e.cleanups.Wait()
+		h.Life.Close()
+		h.Life.Abandon()
+		retired.Wait()
 	})
-	l := newLanguage(e, config.Language{Name: "test", Pool: size})
+	l := New(Config{Host: h, Retire: retire}, config.Language{Name: "test", Pool: size})
 	l.img = &sandbox.Image{}
 	return l
 }
@@ -31,9 +35,9 @@ func testLanguage(t *testing.T, size int) *language {
 // has since changed; it destroys them and takes the next (defect 5).
 func TestTakeChecksAgeAndImage(t *testing.T) {
 	l := testLanguage(t, 4)
-	fresh := sandbox.Bare(l.e.h, l.img, time.Now())
-	old := sandbox.Bare(l.e.h, l.img, time.Now().Add(-poolMaxAge-time.Second))
-	stale := sandbox.Bare(l.e.h, &sandbox.Image{}, time.Now())
+	fresh := sandbox.Bare(l.c.Host, l.img, time.Now())
+	old := sandbox.Bare(l.c.Host, l.img, time.Now().Add(-poolMaxAge-time.Second))
+	stale := sandbox.Bare(l.c.Host, &sandbox.Image{}, time.Now())
 	l.pool.ready <- old
 	l.pool.ready <- stale
 	l.pool.ready <- fresh
@@ -52,19 +56,19 @@ func TestTakeChecksAgeAndImage(t *testing.T) {
 // others in order.
 func TestExpireKeepsOnlyUsableSandboxes(t *testing.T) {
 	l := testLanguage(t, 3)
-	a := sandbox.Bare(l.e.h, l.img, time.Now())
-	old := sandbox.Bare(l.e.h, l.img, time.Now().Add(-2*poolMaxAge))
-	b := sandbox.Bare(l.e.h, l.img, time.Now())
+	a := sandbox.Bare(l.c.Host, l.img, time.Now())
+	old := sandbox.Bare(l.c.Host, l.img, time.Now().Add(-2*poolMaxAge))
+	b := sandbox.Bare(l.c.Host, l.img, time.Now())
 	l.pool.ready <- a
 	l.pool.ready <- old
 	l.pool.ready <- b
-	l.invalidate()
+	l.Invalidate()
 	l.pool.expire()
 	if n := len(l.pool.ready); n != 0 {
 		t.Fatalf("after the image changed: %d ready sandboxes; want none", n)
 	}
 	l.img = &sandbox.Image{}
-	c := sandbox.Bare(l.e.h, l.img, time.Now())
+	c := sandbox.Bare(l.c.Host, l.img, time.Now())
 	l.pool.ready <- old
 	l.pool.ready <- c
 	l.pool.expire()

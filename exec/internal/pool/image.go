@@ -1,4 +1,4 @@
-package exec
+package pool
 
 import (
 	"context"
@@ -12,20 +12,19 @@ import (
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec/internal/sandbox"
 )
 
 // prepareTimeout bounds the pull and unpack of one image.
 const prepareTimeout = 15 * time.Minute
 
-// resolveSnapshotter picks the snapshotter the daemon uses for our
+// ResolveSnapshotter picks the snapshotter the daemon uses for our
 // namespace when none is configured, as containerd's client does.
-func resolveSnapshotter(ctx context.Context, c *containerd.Client, name string) (string, error) {
+func ResolveSnapshotter(ctx context.Context, c *containerd.Client, name string) (string, error) {
 	if name != "" {
 		return name, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	ctx, cancel := context.WithTimeout(ctx, sandbox.CallTimeout)
 	defer cancel()
 	label, err := c.GetLabel(ctx, defaults.DefaultSnapshotterNSLabel)
 	if err != nil {
@@ -40,47 +39,49 @@ func resolveSnapshotter(ctx context.Context, c *containerd.Client, name string) 
 // missingImage is the error of an image that is not in the store: pulling
 // is not allowed, or the registry does not have it either (pullErr). The
 // caller knows the command that imports it, and adds it.
-func (e *Executor) missingImage(l config.Language, pullErr error) error {
+func (l *Language) missingImage(pullErr error) error {
+	c, ns := l.cfg, l.c.Namespace
 	if pullErr != nil {
 		return fmt.Errorf("image %s for %s is not in containerd namespace %q, and its registry does not have it either (%v): %w",
-			l.Image, l.Name, e.cfg.Namespace, pullErr, errdefs.ErrNotFound)
+			c.Image, c.Name, ns, pullErr, errdefs.ErrNotFound)
 	}
 	return fmt.Errorf("image %s for %s is not in containerd namespace %q, and pulling is off: %w",
-		l.Image, l.Name, e.cfg.Namespace, errdefs.ErrNotFound)
+		c.Image, c.Name, ns, errdefs.ErrNotFound)
 }
 
 // prepareImage looks the image of l up, pulls it if it is missing and
 // pulling is allowed, unpacks it if needed and reads its environment.
 // pulled says whether a pull was tried.
-func (e *Executor) prepareImage(ctx context.Context, l config.Language) (_ *sandbox.Image, pulled bool, _ error) {
-	img, err := e.h.Client.GetImage(ctx, l.Image)
+func (l *Language) prepareImage(ctx context.Context) (_ *sandbox.Image, pulled bool, _ error) {
+	h, name := l.c.Host, l.cfg.Image
+	img, err := h.Client.GetImage(ctx, name)
 	switch {
-	case errdefs.IsNotFound(err) && e.cfg.Pull:
+	case errdefs.IsNotFound(err) && l.c.Pull:
 		pulled = true
-		e.h.Log.Info("pulling image", "image", l.Image)
-		img, err = e.h.Client.Pull(ctx, l.Image, containerd.WithPullUnpack, containerd.WithPullSnapshotter(e.h.Snapshotter))
+		h.Log.Info("pulling image", "image", name)
+		img, err = h.Client.Pull(ctx, name, containerd.WithPullUnpack, containerd.WithPullSnapshotter(h.Snapshotter))
 		switch {
 		case errdefs.IsNotFound(err):
-			return nil, pulled, e.missingImage(l, err)
+			return nil, pulled, l.missingImage(err)
 		case err != nil:
 			// TLS, credentials, the network: the registry is not
 			// usable from here. Say so rather than "not found".
 			return nil, pulled, fmt.Errorf("image %s for %s is not in containerd namespace %q, and pulling it failed (%v): %w; fix the registry's address, TLS or credentials, or import the image",
-				l.Image, l.Name, e.cfg.Namespace, err, errdefs.ErrFailedPrecondition)
+				name, l.cfg.Name, l.c.Namespace, err, errdefs.ErrFailedPrecondition)
 		}
 	case errdefs.IsNotFound(err):
-		return nil, pulled, e.missingImage(l, nil)
+		return nil, pulled, l.missingImage(nil)
 	case err != nil:
-		return nil, pulled, fmt.Errorf("look up image %s: %w", l.Image, err)
+		return nil, pulled, fmt.Errorf("look up image %s: %w", name, err)
 	}
-	unpacked, err := img.IsUnpacked(ctx, e.h.Snapshotter)
+	unpacked, err := img.IsUnpacked(ctx, h.Snapshotter)
 	if err != nil {
-		return nil, pulled, fmt.Errorf("check image %s is unpacked: %w", l.Image, err)
+		return nil, pulled, fmt.Errorf("check image %s is unpacked: %w", name, err)
 	}
 	if !unpacked {
-		e.h.Log.Info("unpacking image", "image", l.Image, "snapshotter", e.h.Snapshotter)
-		if err := img.Unpack(ctx, e.h.Snapshotter); err != nil {
-			return nil, pulled, fmt.Errorf("unpack image %s with snapshotter %s: %w", l.Image, e.h.Snapshotter, err)
+		h.Log.Info("unpacking image", "image", name, "snapshotter", h.Snapshotter)
+		if err := img.Unpack(ctx, h.Snapshotter); err != nil {
+			return nil, pulled, fmt.Errorf("unpack image %s with snapshotter %s: %w", name, h.Snapshotter, err)
 		}
 	}
 	env, err := imageEnv(ctx, img)

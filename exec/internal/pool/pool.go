@@ -1,4 +1,4 @@
-package exec
+package pool
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 
 	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/sweep"
+	"code-sandbox-mcp/exec/internal/uid"
 
 	"github.com/containerd/errdefs"
 
-	"code-sandbox-mcp/config"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -50,7 +50,7 @@ const poolMaxAge = 10 * time.Minute
 // run, and a waiting stub uses no CPU. Refilling is one sandbox at a time
 // per language, in the background.
 type pool struct {
-	l    *language
+	l    *Language
 	size int
 
 	ready    chan *sandbox.Sandbox // all but the preloaded
@@ -65,7 +65,7 @@ type pool struct {
 	done     chan struct{} // closed when the filler has stopped
 }
 
-func newPool(l *language) *pool {
+func newPool(l *Language) *pool {
 	p := &pool{
 		l:      l,
 		size:   max(l.cfg.Pool, 0),
@@ -79,20 +79,21 @@ func newPool(l *language) *pool {
 	return p
 }
 
-// warmDriver returns the interpreter of the warm driver that lang's
-// one-shot sandboxes carry, or "" while they carry none: the language is
-// not warm, has no driver, or its warm start failed.
-func (e *Executor) warmDriver(lang config.Language) string {
-	if l, ok := e.langs[lang.Name]; !ok || !l.pool.warm.Load() {
+// WarmDriver returns the interpreter of the warm driver that the
+// language's one-shot sandboxes carry, or "" while they carry none: the
+// language is not warm, has no driver, or its warm start failed.
+func (l *Language) WarmDriver() string {
+	if !l.pool.warm.Load() {
 		return ""
 	}
-	return sandbox.WarmInterpreter(lang)
+	return sandbox.WarmInterpreter(l.cfg)
 }
 
-// newSandbox makes a one-shot sandbox of lang from img, started as how
-// says, carrying lang's warm driver while its pool starts sandboxes warm.
-func (e *Executor) newSandbox(ctx context.Context, lang config.Language, img *sandbox.Image, deadline time.Time, how sandbox.How) (*sandbox.Sandbox, error) {
-	return e.h.New(ctx, lang, sandbox.Options{Image: img, Deadline: deadline, How: how, WarmDriver: e.warmDriver(lang)})
+// NewSandbox makes a one-shot sandbox of the language from img, started
+// as how says, carrying the language's warm driver while its pool starts
+// sandboxes warm.
+func (l *Language) NewSandbox(ctx context.Context, img *sandbox.Image, deadline time.Time, how sandbox.How) (*sandbox.Sandbox, error) {
+	return l.c.Host.New(ctx, l.cfg, sandbox.Options{Image: img, Deadline: deadline, How: how, WarmDriver: l.WarmDriver()})
 }
 
 // busyFor is how long after a call found the pool empty the filler makes
@@ -165,11 +166,11 @@ func (p *pool) take(code string) *sandbox.Sandbox {
 			case err == nil:
 				p.warmFailed(fmt.Errorf("its interpreter exited, status %d, while it waited for a program%s", code, s.WarmSaid()))
 			}
-			p.l.e.retire(s)
+			p.l.c.Retire(s)
 			continue
 		}
 		if time.Since(s.Created()) > poolMaxAge || s.Image() != p.l.current() {
-			p.l.e.retire(s)
+			p.l.c.Retire(s)
 			continue
 		}
 		return s
@@ -186,7 +187,7 @@ func (p *pool) stubFailed(code uint32) {
 	if code == sandboxoci.StubRefused {
 		why = "the image's /bin/sh is bash, which changes the environment it passes on"
 	}
-	p.l.e.h.Log.Info("ready sandboxes will be created without being started: "+why, "language", p.l.cfg.Name, "exit_status", code)
+	p.l.c.Host.Log.Info("ready sandboxes will be created without being started: "+why, "language", p.l.cfg.Name, "exit_status", code)
 }
 
 // warmFailed stops starting sandboxes in the warm driver, after one
@@ -195,7 +196,7 @@ func (p *pool) warmFailed(err error) {
 	if !p.warm.Swap(false) {
 		return
 	}
-	p.l.e.h.Log.Warn("warm interpreters are off; ready sandboxes will wait in /bin/sh instead", "language", p.l.cfg.Name, "reason", err)
+	p.l.c.Host.Log.Warn("warm interpreters are off; ready sandboxes will wait in /bin/sh instead", "language", p.l.cfg.Name, "reason", err)
 }
 
 // refill wakes the filler.
@@ -209,7 +210,7 @@ func (p *pool) refill() {
 	}
 }
 
-// start starts the pool's filler, once; it stops when the executor
+// start starts the pool's filler, once; it stops when the Host's Life
 // closes, destroying what it kept.
 func (p *pool) start() {
 	if p.size == 0 {
@@ -218,13 +219,13 @@ func (p *pool) start() {
 	p.once.Do(func() {
 		p.started.Store(true)
 		if p.l.cfg.Warm && sandbox.WarmInterpreter(p.l.cfg) == "" {
-			p.l.e.h.Log.Warn("warm interpreters are off: the language's command starts neither python nor node, and it names no session_driver; ready sandboxes wait in /bin/sh instead", "language", p.l.cfg.Name, "command", p.l.cfg.Command)
+			p.l.c.Host.Log.Warn("warm interpreters are off: the language's command starts neither python nor node, and it names no session_driver; ready sandboxes wait in /bin/sh instead", "language", p.l.cfg.Name, "command", p.l.cfg.Command)
 		}
 		go p.fill()
 	})
 }
 
-// wait waits for the filler to stop, once the executor is closing. A pool
+// wait waits for the filler to stop, once the Host's Life is closing. A pool
 // not started by then never starts.
 func (p *pool) wait() {
 	p.once.Do(func() {})
@@ -235,8 +236,8 @@ func (p *pool) wait() {
 
 func (p *pool) fill() {
 	defer close(p.done)
-	e := p.l.e
-	ctx, cancel := e.h.Life.Background()
+	h := p.l.c.Host
+	ctx, cancel := h.Life.Background()
 	defer cancel()
 	backoff := time.Second
 	var lastErr string
@@ -260,9 +261,9 @@ func (p *pool) fill() {
 				} else {
 					backoff = min(2*backoff, time.Minute)
 				}
-				log := e.h.Log.Debug
+				log := h.Log.Debug
 				if msg := err.Error(); msg != lastErr {
-					lastErr, log = msg, e.h.Log.Warn
+					lastErr, log = msg, h.Log.Warn
 				}
 				log("cannot fill the sandbox pool; retrying", "language", p.l.cfg.Name, "err", err, "in", wait)
 				select {
@@ -273,7 +274,7 @@ func (p *pool) fill() {
 				continue
 			}
 			if lastErr != "" {
-				e.h.Log.Info("the sandbox pool fills again", "language", p.l.cfg.Name)
+				h.Log.Info("the sandbox pool fills again", "language", p.l.cfg.Name)
 			}
 			backoff, lastErr = time.Second, ""
 			if s.Preloaded() {
@@ -297,8 +298,8 @@ func (p *pool) fill() {
 // or if that fails, started ahead on the stub if the pool does so; else,
 // or if that fails, created and not started.
 func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox.Sandbox, error) {
-	e := p.l.e
-	img, err := p.l.ready(ctx)
+	h := p.l.c.Host
+	img, err := p.l.Ready(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -308,13 +309,13 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox.Sandbox, er
 		if preloaded {
 			how = sandbox.Preloaded
 		}
-		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, how)
+		s, err := p.l.NewSandbox(ctx, img, deadline, how)
 		if err != nil {
 			// As for the stub, below: this one goes without.
-			if ctx.Err() != nil || errors.Is(err, ErrNoUID) {
+			if ctx.Err() != nil || errors.Is(err, uid.ErrNoneFree) {
 				return nil, err
 			}
-			e.h.Log.Debug("a warm ready sandbox cannot start; created without it", "language", p.l.cfg.Name, "err", err)
+			h.Log.Debug("a warm ready sandbox cannot start; created without it", "language", p.l.cfg.Name, "err", err)
 		} else if err := s.WarmUp(ctx); err != nil {
 			s.Destroy(ctx)
 			var fault *sandbox.WarmFault
@@ -327,20 +328,20 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox.Sandbox, er
 		}
 	}
 	if p.ahead.Load() {
-		s, err := e.newSandbox(ctx, p.l.cfg, img, deadline, sandbox.Stub)
+		s, err := p.l.NewSandbox(ctx, img, deadline, sandbox.Stub)
 		// No free uid is no fault of the stub: a sandbox without it
 		// would not get one either.
-		if err == nil || ctx.Err() != nil || errors.Is(err, ErrNoUID) {
+		if err == nil || ctx.Err() != nil || errors.Is(err, uid.ErrNoneFree) {
 			return s, err
 		}
 		// Perhaps the image has no /bin/sh, perhaps the daemon was slow:
 		// this sandbox goes without the stub; the next tries it again.
-		e.h.Log.Debug("a ready sandbox cannot start ahead; created without it", "language", p.l.cfg.Name, "err", err)
+		h.Log.Debug("a ready sandbox cannot start ahead; created without it", "language", p.l.cfg.Name, "err", err)
 		if p.fellBack.CompareAndSwap(false, true) {
-			e.h.Log.Info("ready sandboxes will be created without being started while the waiting /bin/sh cannot start", "language", p.l.cfg.Name, "err", err)
+			h.Log.Info("ready sandboxes will be created without being started while the waiting /bin/sh cannot start", "language", p.l.cfg.Name, "err", err)
 		}
 	}
-	return e.newSandbox(ctx, p.l.cfg, img, deadline, sandbox.OnRun)
+	return p.l.NewSandbox(ctx, img, deadline, sandbox.OnRun)
 }
 
 // expire replaces ready sandboxes that may no longer be used: older than
@@ -351,7 +352,7 @@ func (p *pool) expire() {
 			select {
 			case s := <-ch:
 				if time.Since(s.Created()) > poolMaxAge || s.Image() != p.l.current() {
-					p.l.e.retire(s)
+					p.l.c.Retire(s)
 					continue
 				}
 				ch <- s
