@@ -29,6 +29,7 @@ import (
 
 	"code-sandbox-mcp/exec/internal/pool"
 	"code-sandbox-mcp/exec/internal/sandbox"
+	"code-sandbox-mcp/exec/internal/session"
 	"code-sandbox-mcp/exec/internal/sweep"
 
 	"code-sandbox-mcp/exec/internal/lifetime"
@@ -95,7 +96,7 @@ type Executor struct {
 	closeErr  error
 	closeMu   sync.RWMutex // orders enter's check against Close
 
-	sessions sessionTable
+	sessions session.Table
 }
 
 // New validates cfg, connects to containerd and returns an Executor; call
@@ -171,6 +172,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		langs:   map[string]*pool.Language{},
 		retried: make(chan struct{}),
 	}
+	e.sessions.Log, e.sessions.Ended, e.sessions.Closing = log, cfg.Hooks.SessionEnded, life.Closing()
 	// The watches end when Close begins.
 	bg, _ := life.Background()
 	e.h = &sandbox.Host{
@@ -264,12 +266,13 @@ func (e *Executor) shutdown() error {
 	e.closeMu.Lock()
 	e.h.Life.Close()
 	e.closeMu.Unlock()
-	e.endSessions("the server is shutting down")
+	e.sessions.EndAll("the server is shutting down")
 	e.runs.Wait()
 	for _, l := range e.langs {
 		l.WaitPool()
 	}
 	e.cleanups.Wait()
+	e.sessions.Wait()
 	<-e.retried
 	var err error
 	last, cancel := e.h.Life.Detached(context.Background(), closeTimeout)

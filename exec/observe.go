@@ -33,5 +33,5 @@ func (e *Executor) PoolSizes() map[string]int {
 
 // SessionCount returns how many sessions are open now, whoever owns them.
 func (e *Executor) SessionCount() int {
-	return e.sessions.count()
+	return e.sessions.Count()
 }

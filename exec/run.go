@@ -49,16 +49,11 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 	if req.Session != "" {
 		return e.runInSession(ctx, req, timeout)
 	}
-	queued := time.Now()
-	select {
-	case e.slots <- struct{}{}:
-		defer func() { <-e.slots }()
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
+	release, err := e.takeSlot(ctx, nil, req.Language)
+	if err != nil {
+		return nil, err
 	}
-	if h := e.cfg.Hooks.QueueWait; h != nil {
-		h(req.Language, time.Since(queued))
-	}
+	defer release()
 
 	// Refill after the program, not before it: see pool.take.
 	defer lang.Refill()
@@ -89,6 +84,28 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 	}
 	defer e.retire(s)
 	return s.Execute(ctx, req.Code, req.Files, timeout)
+}
+
+// errGone is takeSlot's error when what the slot was for ended first.
+var errGone = errors.New("ended while waiting for a slot")
+
+// takeSlot waits for one of the Concurrency run slots, until ctx ends or
+// gone (if not nil) closes, and tells the QueueWait hook how long a run
+// of language waited (a session's creation, with language "", is not a
+// run). release gives the slot back.
+func (e *Executor) takeSlot(ctx context.Context, gone <-chan struct{}, language string) (release func(), err error) {
+	queued := time.Now()
+	select {
+	case e.slots <- struct{}{}:
+	case <-gone:
+		return nil, errGone
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free sandbox slot: %w", context.Cause(ctx))
+	}
+	if h := e.cfg.Hooks.QueueWait; h != nil && language != "" {
+		h(language, time.Since(queued))
+	}
+	return func() { <-e.slots }, nil
 }
 
 // ErrClosed is the error of every call made once Close has begun. It is

@@ -1,4 +1,4 @@
-package exec
+package session
 
 import (
 	"errors"
@@ -9,75 +9,75 @@ import (
 )
 
 func TestSessionTableBoundsAndOwners(t *testing.T) {
-	var tab sessionTable
+	var tab Table
 	for range 2 {
-		if err := tab.reserve(SessionConfig{Max: 2}, "alice"); err != nil {
+		if err := tab.Reserve(Config{Max: 2}, "alice"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := tab.reserve(SessionConfig{Max: 2}, "alice"); !errors.Is(err, ErrTooManySessions) {
+	if err := tab.Reserve(Config{Max: 2}, "alice"); !errors.Is(err, ErrTooManySessions) {
 		t.Fatalf("a third reservation: %v; want ErrTooManySessions", err)
 	}
 	now := time.Now()
-	a := &session{id: "session-a", owner: "alice", created: now, lastUsed: now, idle: time.Minute, lifetime: time.Hour}
+	a := &Session{id: "session-a", owner: "alice", created: now, lastUsed: now, idle: time.Minute, lifetime: time.Hour}
 	tab.add(a)
-	tab.unreserve("alice")
-	if err := tab.reserve(SessionConfig{Max: 2}, "alice"); err != nil {
+	tab.Unreserve("alice")
+	if err := tab.Reserve(Config{Max: 2}, "alice"); err != nil {
 		t.Fatalf("after an unreserve: %v", err)
 	}
-	if tab.get("alice", "session-a") != a || tab.get("bob", "session-a") != nil {
+	if tab.Get("alice", "session-a") != a || tab.Get("bob", "session-a") != nil {
 		t.Error("get: only the owner gets the session")
 	}
-	err := tab.reserve(SessionConfig{Max: 2}, "alice")
+	err := tab.Reserve(Config{Max: 2}, "alice")
 	if err == nil || !strings.Contains(err.Error(), "the first of yours to expire") {
 		t.Errorf("a reservation past the bound: %v; want the first expiry named", err)
 	}
 	tab.remove(a, "closed by close_session")
 	var no *NoSessionError
-	if err := tab.noSession("alice", "session-a"); !errors.As(err, &no) || !strings.Contains(no.Ended, "closed") {
+	if err := tab.NoSession("alice", "session-a"); !errors.As(err, &no) || !strings.Contains(no.Ended, "closed") {
 		t.Errorf("the owner of an ended session: %v; want why it ended", err)
 	}
 	// Another owner learns nothing: the same error as an unknown id.
-	if got, unknown := tab.noSession("bob", "session-a").Error(), tab.noSession("bob", "session-x").Error(); strings.Replace(got, "session-a", "session-x", 1) != unknown {
+	if got, unknown := tab.NoSession("bob", "session-a").Error(), tab.NoSession("bob", "session-x").Error(); strings.Replace(got, "session-a", "session-x", 1) != unknown {
 		t.Errorf("another owner gets %q; an unknown id %q", got, unknown)
 	}
-	if !errors.Is(tab.noSession("bob", "session-a"), ErrNoSession) {
+	if !errors.Is(tab.NoSession("bob", "session-a"), ErrNoSession) {
 		t.Error("NoSessionError does not wrap ErrNoSession")
 	}
 }
 
 func TestSessionTableBoundsPerOwner(t *testing.T) {
-	var tab sessionTable
-	cfg := SessionConfig{Max: 4, MaxPerOwner: 2}
+	var tab Table
+	cfg := Config{Max: 4, MaxPerOwner: 2}
 	for range 2 {
-		if err := tab.reserve(cfg, "alice"); err != nil {
+		if err := tab.Reserve(cfg, "alice"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := tab.reserve(cfg, "alice")
+	err := tab.Reserve(cfg, "alice")
 	if !errors.Is(err, ErrTooManyOwnSessions) || errors.Is(err, ErrTooManySessions) || !strings.Contains(err.Error(), "per_client_sessions") {
 		t.Fatalf("alice's third: %v; want ErrTooManyOwnSessions naming per_client_sessions", err)
 	}
 	// Bob is not held back by alice's.
-	if err := tab.reserve(cfg, "bob"); err != nil {
+	if err := tab.Reserve(cfg, "bob"); err != nil {
 		t.Fatalf("bob's first: %v", err)
 	}
 	// One of alice's opens, the other fails: she may reserve one more.
 	now := time.Now()
-	tab.add(&session{id: "session-a", owner: "alice", created: now, lastUsed: now, idle: time.Minute, lifetime: time.Hour})
-	tab.unreserve("alice")
-	if err := tab.reserve(cfg, "alice"); err != nil {
+	tab.add(&Session{id: "session-a", owner: "alice", created: now, lastUsed: now, idle: time.Minute, lifetime: time.Hour})
+	tab.Unreserve("alice")
+	if err := tab.Reserve(cfg, "alice"); err != nil {
 		t.Fatalf("alice's after a failed creation: %v", err)
 	}
-	err = tab.reserve(cfg, "alice")
+	err = tab.Reserve(cfg, "alice")
 	if !errors.Is(err, ErrTooManyOwnSessions) || !strings.Contains(err.Error(), "the first of yours to expire") {
 		t.Fatalf("alice's past the bound with one open: %v; want the first expiry named", err)
 	}
 	// The server-wide bound still holds: alice 2, bob 1, one left.
-	if err := tab.reserve(cfg, "carol"); err != nil {
+	if err := tab.Reserve(cfg, "carol"); err != nil {
 		t.Fatalf("carol's: %v", err)
 	}
-	if err := tab.reserve(cfg, "dave"); !errors.Is(err, ErrTooManySessions) {
+	if err := tab.Reserve(cfg, "dave"); !errors.Is(err, ErrTooManySessions) {
 		t.Fatalf("past max_sessions: %v; want ErrTooManySessions", err)
 	}
 	if len(tab.creatingBy) != 3 || tab.creatingBy["alice"] != 1 {
@@ -89,19 +89,19 @@ func TestSessionTableBoundsPerOwner(t *testing.T) {
 // owner how many of the sessions are theirs and when the first of theirs
 // expires, never another owner's expiry nor a count of theirs.
 func TestSessionTableRefusalsTellOnlyYours(t *testing.T) {
-	var tab sessionTable
+	var tab Table
 	now := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	open := func(id, owner string, idle time.Duration) {
-		if err := tab.reserve(SessionConfig{Max: 8}, owner); err != nil {
+		if err := tab.Reserve(Config{Max: 8}, owner); err != nil {
 			t.Fatal(err)
 		}
-		tab.add(&session{id: id, owner: owner, created: now, lastUsed: now, idle: idle, lifetime: time.Hour})
+		tab.add(&Session{id: id, owner: owner, created: now, lastUsed: now, idle: idle, lifetime: time.Hour})
 	}
 	open("session-a1", "alice", time.Minute)   // the first to expire, at 10:01
 	open("session-a2", "alice", 2*time.Minute) // 10:02
 	open("session-b1", "bob", 10*time.Minute)  // 10:10
-	cfg := SessionConfig{Max: 4, MaxPerOwner: 2}
-	if err := tab.reserve(cfg, "carol"); err != nil { // the fourth, being created
+	cfg := Config{Max: 4, MaxPerOwner: 2}
+	if err := tab.Reserve(cfg, "carol"); err != nil { // the fourth, being created
 		t.Fatal(err)
 	}
 	alice, bob, alice2 := "2026-12-01T10:01:00Z", "2026-12-01T10:10:00Z", "10:02"
@@ -119,7 +119,7 @@ func TestSessionTableRefusalsTellOnlyYours(t *testing.T) {
 		{"dave", ErrTooManySessions, []string{"max_sessions", "none is yours"}, []string{alice, bob, alice2, "expire", "4", "3"}},
 	} {
 		t.Run(tc.owner, func(t *testing.T) {
-			err := tab.reserve(cfg, tc.owner)
+			err := tab.Reserve(cfg, tc.owner)
 			if !errors.Is(err, tc.sentinel) {
 				t.Fatalf("got %v; want %v", err, tc.sentinel)
 			}
@@ -137,7 +137,7 @@ func TestSessionTableRefusalsTellOnlyYours(t *testing.T) {
 	}
 	// Under max_sessions, per_client_sessions' refusal is alice's alone.
 	cfg.Max = 8
-	err := tab.reserve(cfg, "alice")
+	err := tab.Reserve(cfg, "alice")
 	if !errors.Is(err, ErrTooManyOwnSessions) || !strings.Contains(err.Error(), "2 of your sessions") ||
 		!strings.Contains(err.Error(), alice) || strings.Contains(err.Error(), bob) {
 		t.Errorf("alice past per_client_sessions: %v; want her 2 and her first expiry, not bob's", err)
@@ -145,25 +145,25 @@ func TestSessionTableRefusalsTellOnlyYours(t *testing.T) {
 }
 
 func TestSessionTableForgetsOldEnds(t *testing.T) {
-	var tab sessionTable
+	var tab Table
 	for i := range keepEnded + 10 {
-		tab.remove(&session{id: fmt.Sprint("s", i), owner: "o"}, "idle")
+		tab.remove(&Session{id: fmt.Sprint("s", i), owner: "o"}, "idle")
 	}
 	if len(tab.ended) != keepEnded || len(tab.order) != keepEnded {
 		t.Fatalf("remembered %d (order %d); want %d", len(tab.ended), len(tab.order), keepEnded)
 	}
 	var no *NoSessionError
-	if errors.As(tab.noSession("o", "s0"), &no); no.Ended != "" {
+	if errors.As(tab.NoSession("o", "s0"), &no); no.Ended != "" {
 		t.Errorf("the oldest end is still remembered: %q", no.Ended)
 	}
-	if errors.As(tab.noSession("o", fmt.Sprint("s", keepEnded+9)), &no); no.Ended == "" {
+	if errors.As(tab.NoSession("o", fmt.Sprint("s", keepEnded+9)), &no); no.Ended == "" {
 		t.Error("the latest end is forgotten")
 	}
 }
 
 func TestSessionExpiry(t *testing.T) {
 	now := time.Now()
-	s := &session{created: now.Add(-50 * time.Minute), lastUsed: now.Add(-time.Minute), idle: 10 * time.Minute, lifetime: time.Hour}
+	s := &Session{created: now.Add(-50 * time.Minute), lastUsed: now.Add(-time.Minute), idle: 10 * time.Minute, lifetime: time.Hour}
 	if got := s.expiresLocked(); !got.Equal(s.lastUsed.Add(10 * time.Minute)) {
 		t.Errorf("idle: expires %s; want last use plus the idle timeout", got)
 	}
@@ -181,7 +181,7 @@ func TestSessionExpiry(t *testing.T) {
 // timer lets no call into an expired session.
 func TestSessionExpired(t *testing.T) {
 	now := time.Now()
-	s := &session{created: now.Add(-time.Minute), lastUsed: now.Add(-2 * time.Second), idle: time.Second, lifetime: time.Hour}
+	s := &Session{created: now.Add(-time.Minute), lastUsed: now.Add(-2 * time.Second), idle: time.Second, lifetime: time.Hour}
 	if why := s.expiredLocked(now); !strings.Contains(why, "idle for 1s") {
 		t.Errorf("idle past its timeout: %q; want it idle", why)
 	}
