@@ -104,24 +104,8 @@ type Executor struct {
 // and sweeps what crashed servers left, but a Run prepares its language
 // itself when it must.
 func New(ctx context.Context, cfg Config) (*Executor, error) {
-	if cfg.Namespace == "" {
-		return nil, fmt.Errorf("no containerd namespace configured: %w", errdefs.ErrInvalidArgument)
-	}
-	if cfg.StateDir == "" {
-		return nil, fmt.Errorf("no state directory configured: %w", errdefs.ErrInvalidArgument)
-	}
-	if len(cfg.Languages) == 0 {
-		return nil, fmt.Errorf("no languages configured: %w", errdefs.ErrInvalidArgument)
-	}
-	seen := map[string]bool{}
-	for _, l := range cfg.Languages {
-		if err := validate(l); err != nil {
-			return nil, err
-		}
-		if seen[l.Name] {
-			return nil, fmt.Errorf("language %q is configured twice: %w", l.Name, errdefs.ErrInvalidArgument)
-		}
-		seen[l.Name] = true
+	if err := cfg.check(); err != nil {
+		return nil, err
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = runtime.NumCPU()
@@ -130,6 +114,61 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	h, err := newHost(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	e := &Executor{
+		cfg:     cfg,
+		h:       h,
+		slots:   make(chan struct{}, cfg.Concurrency),
+		langs:   map[string]*pool.Language{},
+		retried: make(chan struct{}),
+	}
+	e.sessions.Log, e.sessions.Ended, e.sessions.Closing = log, cfg.Hooks.SessionEnded, h.Life.Closing()
+	pc := pool.Config{Host: h, Namespace: cfg.Namespace, Pull: cfg.Pull, Retire: e.retire}
+	for _, l := range cfg.Languages {
+		e.langs[l.Name] = pool.New(pc, l)
+	}
+	// Its first event may come at once: the languages are there to hear
+	// it. It ends, as the other watches do, when Close begins.
+	bg, _ := h.Life.Background()
+	h.Events = watch.NewEvents(bg, h.Client, cfg.Namespace, log, e.imageChanged)
+	go func() {
+		defer close(e.retried)
+		h.Reaper.RetryLoop(h.Life)
+	}()
+	return e, nil
+}
+
+// check validates cfg before New does any I/O.
+func (cfg *Config) check() error {
+	switch {
+	case cfg.Namespace == "":
+		return fmt.Errorf("no containerd namespace configured: %w", errdefs.ErrInvalidArgument)
+	case cfg.StateDir == "":
+		return fmt.Errorf("no state directory configured: %w", errdefs.ErrInvalidArgument)
+	case len(cfg.Languages) == 0:
+		return fmt.Errorf("no languages configured: %w", errdefs.ErrInvalidArgument)
+	}
+	seen := map[string]bool{}
+	for _, l := range cfg.Languages {
+		if err := validate(l); err != nil {
+			return err
+		}
+		if seen[l.Name] {
+			return fmt.Errorf("language %q is configured twice: %w", l.Name, errdefs.ErrInvalidArgument)
+		}
+		seen[l.Name] = true
+	}
+	return nil
+}
+
+// newHost makes what the sandboxes need: the state directory, the uid
+// claims, the client (and the snapshotter it uses), the reaper, and the
+// watches of the kernel's exits and OOM counts, which end when the Life's
+// closing begins. Its Events are the caller's to start.
+func newHost(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Host, error) {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
@@ -157,25 +196,8 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	// Every call runs in our namespace, whatever namespace the caller's
 	// context names.
 	life := lifetime.New(cfg.Namespace)
-	reaper := &sweep.Reaper{
-		Client:      c,
-		Namespace:   cfg.Namespace,
-		Snapshotter: snapshotter,
-		StateDir:    cfg.StateDir,
-		Owner:       me,
-		UIDs:        ids,
-		Log:         log,
-	}
-	e := &Executor{
-		cfg:     cfg,
-		slots:   make(chan struct{}, cfg.Concurrency),
-		langs:   map[string]*pool.Language{},
-		retried: make(chan struct{}),
-	}
-	e.sessions.Log, e.sessions.Ended, e.sessions.Closing = log, cfg.Hooks.SessionEnded, life.Closing()
-	// The watches end when Close begins.
 	bg, _ := life.Background()
-	e.h = &sandbox.Host{
+	return &sandbox.Host{
 		Client:      c,
 		Snapshotter: snapshotter,
 		Volatile:    volatile,
@@ -183,24 +205,21 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		PassEnv:     cfg.PassEnv,
 		Hard:        hardLimits(),
 		UIDs:        ids,
-		Reaper:      reaper,
-		Exits:       watch.NewExits(bg, log),
-		OOMs:        watch.NewOOMs(bg, log),
-		Life:        life,
-		Log:         log,
-		Created:     cfg.Hooks.SandboxCreated,
-	}
-	pc := pool.Config{Host: e.h, Namespace: cfg.Namespace, Pull: cfg.Pull, Retire: e.retire}
-	for _, l := range cfg.Languages {
-		e.langs[l.Name] = pool.New(pc, l)
-	}
-	// Its first event may come at once: the languages are there to hear it.
-	e.h.Events = watch.NewEvents(bg, c, cfg.Namespace, log, e.imageChanged)
-	go func() {
-		defer close(e.retried)
-		e.h.Reaper.RetryLoop(life)
-	}()
-	return e, nil
+		Reaper: &sweep.Reaper{
+			Client:      c,
+			Namespace:   cfg.Namespace,
+			Snapshotter: snapshotter,
+			StateDir:    cfg.StateDir,
+			Owner:       me,
+			UIDs:        ids,
+			Log:         log,
+		},
+		Exits:   watch.NewExits(bg, log),
+		OOMs:    watch.NewOOMs(bg, log),
+		Life:    life,
+		Log:     log,
+		Created: cfg.Hooks.SandboxCreated,
+	}, nil
 }
 
 // imageChanged invalidates the prepared image of every language that runs

@@ -120,6 +120,35 @@ func (ss *Session) Run(ctx context.Context, code string, files []workspace.File,
 	if err != nil {
 		return nil, err
 	}
+	res := ss.result(c, timeout)
+	// Read while the cgroup exists: a session that must end is ended
+	// below.
+	now, ok := ss.sb.OOMKills()
+	if ok && now > ooms {
+		res.OOMKilled = true
+	}
+	if c.ended == "" {
+		lim := ss.lang.Limits
+		files, dropped, err := workspace.CollectOutputs(ws, workspace.Baseline{Inputs: workspace.InputSums(files), Stamps: before}, workspace.OutputCaps{Files: lim.MaxFilesOut, Bytes: lim.FilesOutBytes})
+		if err != nil {
+			return nil, fmt.Errorf("collect the output files: %w", err)
+		}
+		res.Files, res.FilesDropped = files, dropped
+	}
+	ss.sb.SetOOMsTold(max(now, ooms))
+	reported = true
+	res.Session = &sandbox.SessionResult{
+		ID: ss.id, ExecutionCount: n, Interrupted: c.interrupted && c.ended == "", Ended: c.ended,
+		BackgroundOOMKills: int(ooms - told),
+	}
+	res.Session.ExpiresAt = ss.after(c)
+	ss.t.Log.Debug("session cell", "session", ss.id, "cell", n, "took", time.Since(start))
+	return res, nil
+}
+
+// result is what cell c did, as a run's result: its output, and its
+// status as the driver told it, or as the sandbox's end explains it.
+func (ss *Session) result(c cellOutcome, timeout time.Duration) *sandbox.Result {
 	res := &sandbox.Result{
 		Language: ss.lang.Name, Image: ss.lang.Image, ImageDigest: ss.sb.ImageDigest(),
 		Stdout: c.stdout, StdoutDropped: c.stdoutDropped,
@@ -141,37 +170,20 @@ func (ss *Session) Run(ctx context.Context, code string, files []workspace.File,
 			res.Signal = sandbox.SignalName(syscall.SIGINT)
 		}
 	}
-	// Read while the cgroup exists: a session that must end is ended
-	// below.
-	now, ok := ss.sb.OOMKills()
-	if ok && now > ooms {
-		res.OOMKilled = true
-	}
-	if c.ended == "" {
-		lim := ss.lang.Limits
-		files, dropped, err := workspace.CollectOutputs(ws, workspace.Baseline{Inputs: workspace.InputSums(files), Stamps: before}, workspace.OutputCaps{Files: lim.MaxFilesOut, Bytes: lim.FilesOutBytes})
-		if err != nil {
-			return nil, fmt.Errorf("collect the output files: %w", err)
-		}
-		res.Files, res.FilesDropped = files, dropped
-	}
-	ss.sb.SetOOMsTold(max(now, ooms))
-	reported = true
-	res.Session = &sandbox.SessionResult{
-		ID: ss.id, ExecutionCount: n, Interrupted: c.interrupted && c.ended == "", Ended: c.ended,
-		BackgroundOOMKills: int(ooms - told),
-	}
+	return res
+}
+
+// after ends the session if cell c says it must, and otherwise renews it
+// from now; it returns when the session expires (or ended).
+func (ss *Session) after(c cellOutcome) time.Time {
 	if c.ended != "" {
 		ss.End(c.ended)
-		res.Session.ExpiresAt = time.Now() // it has ended
-	} else {
-		ss.mu.Lock()
-		ss.lastUsed = time.Now()
-		res.Session.ExpiresAt = ss.expiresLocked()
-		ss.mu.Unlock()
+		return time.Now() // it has ended
 	}
-	ss.t.Log.Debug("session cell", "session", ss.id, "cell", n, "took", time.Since(start))
-	return res, nil
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.lastUsed = time.Now()
+	return ss.expiresLocked()
 }
 
 // driverStatus is the status line a driver writes after a cell's end
@@ -231,17 +243,11 @@ func (ss *Session) cell(ctx context.Context, code string, n int, timeout time.Du
 	var c cellOutcome
 	token := newToken()
 	outEnd, errEnd := ss.io.out.begin(token), ss.io.errs.begin(token)
-	line, err := json.Marshal(cellRequest{Cell: n, Code: code, End: token})
+	start := time.Now()
+	wrote, err := ss.send(cellRequest{Cell: n, Code: code, End: token})
 	if err != nil {
 		return c, err
 	}
-	line = append(line, '\n')
-	wrote := make(chan error, 1)
-	start := time.Now()
-	go func() {
-		_, err := ss.io.inW.Write(line)
-		wrote <- err
-	}()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var (
@@ -290,28 +296,43 @@ func (ss *Session) cell(ctx context.Context, code string, n int, timeout time.Du
 			} else {
 				c.ended = "the session driver broke its protocol, so the session was ended"
 			}
-			ss.rest(&c)
-			if cancelled != nil {
-				ss.End(c.ended)
-				return c, fmt.Errorf("run cancelled: %w", cancelled)
-			}
-			return c, nil
+			return ss.unfinished(c, cancelled)
 		case <-ss.gone:
 			c.took = time.Since(start)
 			c.gone = true
 			ss.sb.Drain()
-			ss.rest(&c)
 			c.ended = ss.goneReason()
-			if cancelled != nil {
-				ss.End(c.ended)
-				return c, fmt.Errorf("run cancelled: %w", cancelled)
-			}
-			return c, nil
+			return ss.unfinished(c, cancelled)
 		case <-ss.done:
 			return c, ss.t.NoSession(ss.owner, ss.id)
 		}
 	}
 	c.took = time.Since(start)
+	return ss.finished(c, out, errs, cancelled)
+}
+
+// send writes request r to the driver, in the background (a driver that
+// does not read must not block the cell's timeout); the channel tells how
+// the write went.
+func (ss *Session) send(r cellRequest) (<-chan error, error) {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	line = append(line, '\n')
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := ss.io.inW.Write(line)
+		wrote <- err
+	}()
+	return wrote, nil
+}
+
+// finished is cell's outcome for c, which ended in both streams with out
+// and errs: their output, and the driver's status, which must be one of
+// the protocol's, or the session must end. A cancelled call still
+// returns its cancellation.
+func (ss *Session) finished(c cellOutcome, out, errs *cellEnd, cancelled error) (cellOutcome, error) {
 	c.stdout, c.stdoutDropped = out.out, out.dropped
 	c.stderr, c.stderrDropped = errs.out, errs.dropped
 	if err := json.Unmarshal(out.status, &c.status); err != nil || !slices.Contains([]string{"ok", "error", "exit", "interrupted"}, c.status.Status) {
@@ -321,6 +342,18 @@ func (ss *Session) cell(ctx context.Context, code string, n int, timeout time.Du
 		if c.ended != "" {
 			ss.End(c.ended)
 		}
+		return c, fmt.Errorf("run cancelled: %w", cancelled)
+	}
+	return c, nil
+}
+
+// unfinished is cell's outcome for c, which did not end (c.ended says
+// why the session must end): what the streams hold, and the session
+// ended at once if its call was cancelled.
+func (ss *Session) unfinished(c cellOutcome, cancelled error) (cellOutcome, error) {
+	ss.rest(&c)
+	if cancelled != nil {
+		ss.End(c.ended)
 		return c, fmt.Errorf("run cancelled: %w", cancelled)
 	}
 	return c, nil
