@@ -40,6 +40,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/images"
 )
 
 // Config is what an Executor needs to know.
@@ -153,7 +154,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := Dial(ctx, cfg.Address, cfg.Namespace)
+	c, err := images.Dial(ctx, cfg.Address, cfg.Namespace)
 	if err != nil {
 		return nil, err
 	}

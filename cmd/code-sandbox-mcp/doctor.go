@@ -16,6 +16,7 @@ import (
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/exec"
 	sandboxoci "code-sandbox-mcp/oci"
 )
@@ -62,7 +63,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 	checkSeccomp(c)
 	checkUIDs(c, cfg)
 
-	client, err := exec.Dial(ctx, addr, ns)
+	client, err := images.Dial(ctx, addr, ns)
 	if err != nil {
 		c.fail("containerd socket", err.Error(), "")
 		c.skip("images and hello world", "containerd is not reachable")

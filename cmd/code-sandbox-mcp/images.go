@@ -13,8 +13,8 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 
+	"code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/containers/ociarchive"
-	"code-sandbox-mcp/exec"
 )
 
 const imagesUsage = `usage:
@@ -77,7 +77,7 @@ func imagesImport(ctx context.Context, address, namespace string, args []string,
 		fs.Usage()
 		return errors.New("no archive given; name one or more OCI image archives")
 	}
-	c, err := exec.Dial(ctx, address, namespace)
+	c, err := images.Dial(ctx, address, namespace)
 	if err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func importFile(ctx context.Context, c *containerd.Client, name string, unpack b
 		return err
 	}
 	defer f.Close()
-	refs, err := exec.ImportArchive(ctx, c, f)
+	refs, err := images.Import(ctx, c, f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -126,12 +126,12 @@ func imagesList(ctx context.Context, address, namespace string, args []string, s
 		fs.Usage()
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c, err := exec.Dial(ctx, address, namespace)
+	c, err := images.Dial(ctx, address, namespace)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	infos, err := exec.ListImages(ctx, c)
+	infos, err := images.List(ctx, c)
 	if err != nil {
 		return err
 	}
