@@ -10,11 +10,10 @@ import (
 	"slices"
 
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
-	"time"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
@@ -93,9 +92,10 @@ type globals struct {
 	namespace  string
 	passEnv    namesFlag
 	logLevel   string
-	// http and auditLog are set before the subcommand only: they are for
-	// serving.
-	http     httpFlags
+	// http, origins and auditLog are set before the subcommand only: they
+	// are for serving.
+	http     app.HTTPFlags
+	origins  namesFlag
 	auditLog string
 }
 
@@ -134,14 +134,14 @@ func newGlobalFlagSet(g *globals, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	g.register(fs)
-	fs.StringVar(&g.http.addr, "http", "", "serve streamable HTTP on `addr` (HOST:PORT) instead of stdio")
-	fs.StringVar(&g.http.authTokens, "auth-tokens", "", "token `file` for --http")
-	fs.Var(&g.http.origins, "allowed-origins", "comma-separated browser `origins` allowed to call --http")
-	fs.StringVar(&g.http.tlsCert, "tls-cert", "", "TLS certificate `file` for --http")
-	fs.StringVar(&g.http.tlsKey, "tls-key", "", "TLS key `file` for --http")
-	fs.StringVar(&g.http.metricsAddr, "metrics-addr", "", "serve /metrics on `addr` (HOST:PORT)")
+	fs.StringVar(&g.http.Addr, "http", "", "serve streamable HTTP on `addr` (HOST:PORT) instead of stdio")
+	fs.StringVar(&g.http.AuthTokens, "auth-tokens", "", "token `file` for --http")
+	fs.Var(&g.origins, "allowed-origins", "comma-separated browser `origins` allowed to call --http")
+	fs.StringVar(&g.http.TLSCert, "tls-cert", "", "TLS certificate `file` for --http")
+	fs.StringVar(&g.http.TLSKey, "tls-key", "", "TLS key `file` for --http")
+	fs.StringVar(&g.http.MetricsAddr, "metrics-addr", "", "serve /metrics on `addr` (HOST:PORT)")
 	fs.StringVar(&g.auditLog, "audit-log", "", "audit log `file` (\"-\": stderr)")
-	fs.DurationVar(&g.http.grace, "shutdown-grace", defaultGrace, "on SIGTERM, how long calls in flight may finish (`duration`)")
+	fs.DurationVar(&g.http.Grace, "shutdown-grace", app.DefaultGrace, "on SIGTERM, how long calls in flight may finish (`duration`)")
 	return fs
 }
 
@@ -278,35 +278,22 @@ func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env look
 			log.Error("configuration", "err", err)
 			return exitUsage
 		}
-		tel, err := newTelemetry(g.http, cfg)
+		http := g.http
+		http.Origins, http.OriginsSet = g.origins.names, g.origins.set
+		srv, err := app.New(cfg, app.Options{Version: version, Env: env, Logger: log, HTTP: http})
 		if err != nil {
 			log.Error("configuration", "err", err)
 			return exitUsage
 		}
-		var hs httpSettings
-		if g.http.addr != "" {
-			if hs, err = resolveHTTP(g.http, cfg); err != nil {
-				log.Error("configuration", "err", err)
-				return exitUsage
-			}
-			hs.tel = tel
-		}
-		aud, err := openAuditor(cfg, log)
+		reopen, err := srv.OpenAudit()
 		if err != nil {
 			log.Error("audit log", "err", err)
 			return exitFailure
 		}
-		hup.claim(aud)
-		defer aud.close()
+		hup.claim(reopen)
+		defer srv.Close()
 		defer hup.claim(nil)
-		if g.http.addr != "" {
-			if err := serveHTTP(ctx, cfg, env, hs, aud, log); err != nil {
-				log.Error("server stopped", "err", err)
-				return exitFailure
-			}
-			return exitOK
-		}
-		if err := serve(ctx, cfg, env, tel, stdin, stdout, aud, log); err != nil {
+		if err := srv.Serve(ctx, stdin, stdout); err != nil {
 			log.Error("server stopped", "err", err)
 			return exitFailure
 		}
@@ -410,31 +397,6 @@ func loadConfig(g globals, env lookupFunc) (*config.Config, error) {
 	return cfg, nil
 }
 
-// command is the command line of this program with args, against the
-// containerd of cfg: with --namespace always, so that it acts on the
-// server's namespace whatever the environment of whoever runs it, and
-// with --address when the socket is not the default one. Every hint that
-// names a command (import an image, run doctor) is built here, so that
-// they all say the same.
-func command(cfg *config.Config, args ...string) string {
-	parts := []string{"code-sandbox-mcp"}
-	if a := cfg.Containerd.Address; a != config.Default().Containerd.Address {
-		parts = append(parts, "--address", a)
-	}
-	parts = append(parts, "--namespace", cfg.Containerd.Namespace)
-	return strings.Join(append(parts, args...), " ")
-}
-
-// importHint is the command that imports an image into cfg's namespace.
-func importHint(cfg *config.Config) string {
-	return command(cfg, "images", "import", "FILE")
-}
-
-// doctorHint is the command that diagnoses cfg's set-up.
-func doctorHint(cfg *config.Config) string {
-	return command(cfg, "doctor")
-}
-
 // oneShot adapts an executor configuration for a command that runs a few
 // programs and exits (run, doctor): it keeps only the named languages, if
 // given and configured, and no pools, which would only create sandboxes
@@ -451,53 +413,4 @@ func oneShot(ec exec.Config, only ...string) exec.Config {
 		ec.Languages = langs
 	}
 	return ec
-}
-
-// execConfig translates the configuration for the executor. Only the
-// pass-through variables that are set reach it, as KEY=value.
-func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Config {
-	ec := exec.Config{
-		Address:     cfg.Containerd.Address,
-		Namespace:   cfg.Containerd.Namespace,
-		Snapshotter: cfg.Containerd.Snapshotter,
-		StateDir:    cfg.Sandbox.StateDir,
-		Concurrency: cfg.Sandbox.Concurrency,
-		Languages:   cfg.Enabled(),
-		UIDs:        cfg.UIDs(),
-		UIDLockDir:  cfg.Sandbox.UIDLockDir,
-		Pull:        cfg.Sandbox.Pull == config.PullMissing,
-		Sessions:    sessionConfig(cfg),
-		Logger:      logger,
-	}
-	if ec.Concurrency == 0 {
-		ec.Concurrency = runtime.NumCPU()
-	}
-	for _, name := range cfg.Sandbox.PassThroughEnv {
-		if v, ok := env(name); ok {
-			ec.PassEnv = append(ec.PassEnv, name+"="+v)
-		}
-	}
-	return ec
-}
-
-// sessionConfig is what [sessions] bounds, for the executor.
-func sessionConfig(cfg *config.Config) exec.SessionConfig {
-	return exec.SessionConfig{
-		Max:         cfg.Sessions.MaxSessions,
-		IdleTimeout: time.Duration(cfg.Sessions.IdleTimeout),
-		MaxLifetime: time.Duration(cfg.Sessions.MaxLifetime),
-	}
-}
-
-// passEnvNames lists the pass-through variables that are set, for logs:
-// names only, never values.
-func passEnvNames(cfg *config.Config, env lookupFunc) (set, unset []string) {
-	for _, name := range cfg.Sandbox.PassThroughEnv {
-		if _, ok := env(name); ok {
-			set = append(set, name)
-		} else {
-			unset = append(unset, name)
-		}
-	}
-	return set, unset
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/images"
@@ -88,7 +89,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		img, err := client.GetImage(ctx, l.Image)
 		if err != nil {
 			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, ns, err),
-				fmt.Sprintf("import it: `%s` (`make setup` builds and imports the default images)", importHint(cfg)))
+				fmt.Sprintf("import it: `%s` (`make setup` builds and imports the default images)", app.ImportHint(cfg)))
 			continue
 		}
 		present[name] = true
@@ -107,7 +108,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		c.skip("hello world", "no image is present")
 		return !c.failed
 	}
-	ex, err := exec.New(ctx, oneShot(execConfig(cfg, env, logger)))
+	ex, err := exec.New(ctx, oneShot(app.ExecConfig(cfg, env, logger)))
 	if err != nil {
 		c.fail("executor", err.Error(), "")
 		return !c.failed

@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
@@ -104,7 +105,7 @@ func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string
 		defer out.Close()
 	}
 
-	ex, err := exec.New(ctx, oneShot(execConfig(cfg, env, logger), lang))
+	ex, err := exec.New(ctx, oneShot(app.ExecConfig(cfg, env, logger), lang))
 	if err != nil {
 		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
 		return exitSandbox
@@ -191,11 +192,11 @@ func runErrorStatus(err error) int {
 func runHint(cfg *config.Config, err error) string {
 	switch {
 	case errors.Is(err, exec.ErrNotAnswering):
-		return "retry in a moment; if it persists, diagnose the set-up: `" + doctorHint(cfg) + "`"
+		return "retry in a moment; if it persists, diagnose the set-up: `" + app.DoctorHint(cfg) + "`"
 	case errdefs.IsNotFound(err):
-		return "import the image: `" + importHint(cfg) + "`"
+		return "import the image: `" + app.ImportHint(cfg) + "`"
 	case errdefs.IsFailedPrecondition(err), errdefs.IsUnavailable(err), errdefs.IsPermissionDenied(err):
-		return "diagnose the set-up: `" + doctorHint(cfg) + "`"
+		return "diagnose the set-up: `" + app.DoctorHint(cfg) + "`"
 	}
 	return ""
 }

@@ -1,20 +1,17 @@
-package main
+package app
 
 import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/audit"
@@ -72,6 +69,7 @@ type auditor struct {
 	path        string
 	includeCode bool
 	langs       map[string]config.Language
+	version     string
 	logger      *slog.Logger
 	// transport is set by start: "stdio" or "http".
 	transport string
@@ -96,8 +94,9 @@ type auditor struct {
 // once unless something hangs.
 const shutdownDrain = 10 * time.Second
 
-// openAuditor opens cfg's audit log, or returns nil if there is none.
-func openAuditor(cfg *config.Config, logger *slog.Logger) (*auditor, error) {
+// openAuditor opens cfg's audit log, for a server at version, or
+// returns nil if there is none.
+func openAuditor(cfg *config.Config, version string, logger *slog.Logger) (*auditor, error) {
 	if cfg.Audit.Path == "" {
 		return nil, nil
 	}
@@ -106,7 +105,7 @@ func openAuditor(cfg *config.Config, logger *slog.Logger) (*auditor, error) {
 		return nil, err
 	}
 	a := &auditor{log: l, path: cfg.Audit.Path, includeCode: cfg.Audit.IncludeCode,
-		langs: map[string]config.Language{}, logger: logger}
+		langs: map[string]config.Language{}, version: version, logger: logger}
 	for _, lang := range cfg.Enabled() {
 		a.langs[lang.Name] = lang
 	}
@@ -192,7 +191,7 @@ func (a *auditor) start(cfg *config.Config, env lookupFunc, transport, listen st
 			"pass_through_env", tooShort, "min_bytes", minRedactBytes)
 	}
 	err := a.log.Write(eventStart, startRecord{
-		Version: version, PID: os.Getpid(), Transport: transport, Listen: listen,
+		Version: a.version, PID: os.Getpid(), Transport: transport, Listen: listen,
 		Namespace: cfg.Containerd.Namespace, Languages: cfg.Names(),
 		PassThroughEnv: set, PassThroughEnvUnset: unset, PassThroughEnvNotRedacted: tooShort, IncludeCode: a.includeCode,
 	})
@@ -613,61 +612,4 @@ func (a *auditor) clock() time.Time {
 		return a.now()
 	}
 	return time.Now()
-}
-
-// errHangup is the shutdown cause of a SIGHUP without an audit log, as
-// signal.NotifyContext would give it.
-var errHangup = errors.New(syscall.SIGHUP.String() + " signal received")
-
-// hangup handles SIGHUP. Until an audit log claims it, SIGHUP shuts the
-// program down as SIGINT and SIGTERM do (the terminal or the client went
-// away); once claimed, each SIGHUP reopens the audit log instead, as
-// logrotate expects of a daemon, and the server goes on serving.
-type hangup struct {
-	ch   chan os.Signal
-	done chan struct{}
-
-	mu     sync.Mutex
-	rotate func()
-}
-
-// onHangup starts handling SIGHUP with shutdown.
-func onHangup(shutdown func()) *hangup {
-	h := &hangup{ch: make(chan os.Signal, 1), done: make(chan struct{})}
-	signal.Notify(h.ch, syscall.SIGHUP)
-	go func() {
-		for {
-			select {
-			case <-h.ch:
-				h.mu.Lock()
-				rotate := h.rotate
-				h.mu.Unlock()
-				if rotate == nil {
-					shutdown()
-				} else {
-					rotate()
-				}
-			case <-h.done:
-				return
-			}
-		}
-	}()
-	return h
-}
-
-// claim makes SIGHUP rotate a's log, if there is one; claim(nil) gives
-// SIGHUP back to shutting down.
-func (h *hangup) claim(a *auditor) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.rotate = nil
-	if a != nil {
-		h.rotate = a.rotate
-	}
-}
-
-// stop stops handling SIGHUP.
-func (h *hangup) stop() {
-	signal.Stop(h.ch)
-	close(h.done)
 }
