@@ -1,17 +1,13 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/config"
@@ -196,140 +192,6 @@ func refuseHTTPFlags(fs *flag.FlagSet, cmd string) {
 
 // lookupFunc reads an environment variable, as os.LookupEnv does.
 type lookupFunc func(string) (string, bool)
-
-// realMain is the whole program; it returns the exit status.
-func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env lookupFunc) int {
-	var g globals
-	fs := newGlobalFlagSet(&g, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	args = fs.Args()
-	cmd := ""
-	if len(args) > 0 {
-		cmd, args = args[0], args[1:]
-	}
-	if cmd != "help" && cmd != "-h" && cmd != "--help" {
-		if err := misplacedHTTPFlags(fs, cmd); err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-			return exitUsage
-		}
-	}
-
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	case "token":
-		// token makes a secret and writes a file: no containerd, no configuration.
-		return tokenCommand(args, stdout, stderr)
-	case "version":
-		fmt.Fprintf(stdout, "code-sandbox-mcp %s\n", version)
-		return exitOK
-	case "audit":
-		// audit reads files only: no containerd, no configuration.
-		return auditCommand(args, stdout, stderr)
-	}
-
-	// A shutdown is a signal (SIGINT, SIGTERM, or SIGHUP: the terminal or
-	// the client went away; but with an audit log SIGHUP reopens it) or a
-	// broken stdout or stderr (the client died and its pipes with it).
-	// Either way the server kills its programs and deletes its sandboxes
-	// before it exits, and logs nothing to a dead pipe.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx, shutdown := context.WithCancelCause(ctx)
-	defer shutdown(nil)
-	hup := onHangup(func() { shutdown(errHangup) })
-	defer hup.stop()
-	stdout = &brokenPipe{w: stdout, gone: func() { shutdown(errors.New("stdout is closed: the client is gone")) }}
-	stderr = &brokenPipe{w: stderr, gone: func() { shutdown(errors.New("stderr is closed: the client is gone")) }}
-
-	// run and doctor accept the global flags after their name too; images
-	// parses its own verbs, and serve takes no arguments.
-	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	sub.SetOutput(stderr)
-	g.register(sub)
-	refuseHTTPFlags(sub, cmd)
-
-	// The logger is made after the subcommand's flags are parsed, so that
-	// --log-level after the subcommand counts.
-	logger := func() *slog.Logger {
-		l, err := newLogger(stderr, g.logLevel, env)
-		if err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v; using info\n", err)
-			l, _ = newLogger(stderr, "info", env)
-		}
-		return l
-	}
-
-	switch cmd {
-	case "", "serve":
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: unexpected arguments %q\n%s", args, usage)
-			return exitUsage
-		}
-		log := logger()
-		cfg, err := loadConfig(g, env)
-		if err != nil {
-			log.Error("configuration", "err", err)
-			return exitUsage
-		}
-		http := g.http
-		http.Origins, http.OriginsSet = g.origins.names, g.origins.set
-		srv, err := app.New(cfg, app.Options{Version: version, Env: env, Logger: log, HTTP: http})
-		if err != nil {
-			log.Error("configuration", "err", err)
-			return exitUsage
-		}
-		reopen, err := srv.OpenAudit()
-		if err != nil {
-			log.Error("audit log", "err", err)
-			return exitFailure
-		}
-		hup.claim(reopen)
-		defer srv.Close()
-		defer hup.claim(nil)
-		if err := srv.Serve(ctx, stdin, stdout); err != nil {
-			log.Error("server stopped", "err", err)
-			return exitFailure
-		}
-		return exitOK
-	case "run":
-		return runCommand(ctx, &g, sub, args, env, stdin, stdout, stderr, logger)
-	case "doctor":
-		if err := sub.Parse(args); err != nil {
-			return exitUsage
-		}
-		cfg, err := loadConfig(g, env)
-		if err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-			return exitUsage
-		}
-		if !doctor(ctx, cfg, env, stdout, logger()) {
-			return exitFailure
-		}
-		return exitOK
-	case "images":
-		// images parses its own verbs and flags; globals come before it.
-		cfg, err := loadConfig(g, env)
-		if err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-			return exitUsage
-		}
-		if err := imagesCommand(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace, args, stdout, stderr); err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-			return exitFailure
-		}
-		return exitOK
-	default:
-		fmt.Fprintf(stderr, "code-sandbox-mcp: unknown command %q\n%s", cmd, usage)
-		return exitUsage
-	}
-}
 
 // newLogger returns a text slog logger on w at the given level.
 func newLogger(w io.Writer, level string, env lookupFunc) (*slog.Logger, error) {

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -51,6 +52,22 @@ func (c *checker) warn(what, detail, fix string) {
 
 func (c *checker) skip(what, why string) {
 	fmt.Fprintf(c.w, "SKIP  %s: %s\n", what, why)
+}
+
+// doctor runs doctor's checks; it fails if any does.
+func (iv *invocation) doctor(ctx context.Context, sub *flag.FlagSet, args []string) int {
+	if err := sub.Parse(args); err != nil {
+		return exitUsage
+	}
+	cfg, err := loadConfig(*iv.g, iv.env)
+	if err != nil {
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
+		return exitUsage
+	}
+	if !doctor(ctx, cfg, iv.env, iv.stdout, iv.logger()) {
+		return exitFailure
+	}
+	return exitOK
 }
 
 // doctor checks this host and configuration, and runs hello world in each

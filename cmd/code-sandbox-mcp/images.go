@@ -27,6 +27,21 @@ const imagesUsage = `usage:
                           pack a root file system tar into an OCI image archive (needs no containerd)
 `
 
+// images runs an images verb; it parses its own verbs and flags, and the
+// global flags come before it.
+func (iv *invocation) images(ctx context.Context, args []string) int {
+	cfg, err := loadConfig(*iv.g, iv.env)
+	if err != nil {
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
+		return exitUsage
+	}
+	if err := imagesCommand(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace, args, iv.stdout, iv.stderr); err != nil {
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
+
 // imagesCommand runs the images verbs: import and list talk to containerd
 // at address in namespace; pack works offline. Results go to stdout,
 // usage and flag errors to stderr.
