@@ -184,6 +184,9 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	return opts, nil
 }
 
+// validate refuses a policy no sandbox may run with: no command, a stub
+// whose shell would change its environment, root, or limits that
+// config.Limits.Check refuses.
 func (p Policy) validate() error {
 	switch {
 	case len(p.Args) == 0:
@@ -192,20 +195,9 @@ func (p Policy) validate() error {
 		return fmt.Errorf("policy waits for its start in a shell, but its environment sets one of %v, which the shell would change", stubUnset)
 	case p.UID == 0 || p.GID == 0:
 		return fmt.Errorf("policy would run as uid %d gid %d: sandboxes never run as root", p.UID, p.GID)
-	case p.Limits.MemoryBytes <= 0:
-		return fmt.Errorf("policy has no memory limit")
-	case p.Limits.CPUs <= 0:
-		return fmt.Errorf("policy has no CPU limit")
-	case p.Limits.Pids <= 0:
-		return fmt.Errorf("policy has no pids limit")
-	case p.Limits.TmpBytes <= 0 || p.Limits.ShmBytes <= 0:
-		return fmt.Errorf("policy has no size for /tmp or /dev/shm")
-	case p.Limits.FileBytes <= 0 || p.Limits.OpenFiles == 0:
-		return fmt.Errorf("policy has no limit on file size or open files")
-	case p.Limits.PendingSignals == 0 || p.Limits.MsgQueueBytes <= 0 || p.Limits.LockedBytes < 0:
-		return fmt.Errorf("policy has no limit on queued signals or message queues")
-	case p.Limits.Ptys < 0:
-		return fmt.Errorf("policy has a negative number of ptys")
+	}
+	if err := p.Limits.Check("limits"); err != nil {
+		return fmt.Errorf("policy: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -33,6 +34,11 @@ func testPolicy() Policy {
 			MsgQueueBytes:  200 << 10,
 			LockedBytes:    32 << 10,
 			Ptys:           3,
+			Timeout:        30 * time.Second,
+			MaxTimeout:     time.Minute,
+			OutputBytes:    64 << 10,
+			CodeBytes:      1 << 20,
+			WorkspaceBytes: 64 << 20,
 		},
 		CodeHostDir:      "/run/code-sandbox-mcp/csm-1/code",
 		WorkspaceHostDir: "/run/code-sandbox-mcp/csm-1/workspace",
@@ -421,6 +427,7 @@ func TestSpecOptsRefusesUnsafePolicies(t *testing.T) {
 		"no pids limit": func(p *Policy) { p.Limits.Pids = 0 },
 		"no tmp size":   func(p *Policy) { p.Limits.TmpBytes = 0 },
 		"no file size":  func(p *Policy) { p.Limits.FileBytes = 0 },
+		"no timeout":    func(p *Policy) { p.Limits.Timeout = 0 },
 		"no command":    func(p *Policy) { p.Args = nil },
 		"stub with PWD": func(p *Policy) { p.WaitForStart = true; p.Env = append(p.Env, "PWD=/x") },
 	} {
