@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
+
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
@@ -99,13 +101,26 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		c.ok("containerd version", detail)
 	}
 
-	present := map[string]bool{}
+	present := checkImages(ctx, c, client, cfg)
+	if len(present) == 0 {
+		c.skip("hello world", "no image is present")
+		return !c.failed
+	}
+	checkHelloWorld(ctx, c, cfg, env, present, logger)
+	return !c.failed
+}
+
+// checkImages checks that each language's image is in containerd's
+// store, and whether it is unpacked; it returns the languages whose image
+// is there.
+func checkImages(ctx context.Context, c *checker, client *containerd.Client, cfg *config.Config) (present map[string]bool) {
+	present = map[string]bool{}
 	for _, name := range cfg.Names() {
 		l := cfg.Languages[name]
 		what := "image " + name
 		img, err := client.GetImage(ctx, l.Image)
 		if err != nil {
-			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, ns, err),
+			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, cfg.Containerd.Namespace, err),
 				fmt.Sprintf("import it: `%s` (`make setup` builds and imports the default images)", app.ImportHint(cfg)))
 			continue
 		}
@@ -120,15 +135,16 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 			c.ok(what, l.Image+" present and unpacked")
 		}
 	}
+	return present
+}
 
-	if len(present) == 0 {
-		c.skip("hello world", "no image is present")
-		return !c.failed
-	}
+// checkHelloWorld runs hello world in each language whose image is
+// present, on an executor of its own.
+func checkHelloWorld(ctx context.Context, c *checker, cfg *config.Config, env lookupFunc, present map[string]bool, logger *slog.Logger) {
 	ex, err := exec.New(ctx, oneShot(app.ExecConfig(cfg, env, logger)))
 	if err != nil {
 		c.fail("executor", err.Error(), "")
-		return !c.failed
+		return
 	}
 	defer ex.Close()
 	if err := ex.Prepare(ctx); err != nil {
@@ -159,7 +175,6 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 			c.ok(what, fmt.Sprintf("%s in %s (run %s)", want, took, res.Duration.Round(time.Millisecond)))
 		}
 	}
-	return !c.failed
 }
 
 // helloWorld returns a program printing a known line for the interpreters
