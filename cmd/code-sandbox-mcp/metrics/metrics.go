@@ -125,8 +125,27 @@ type Metrics struct {
 // goroutine, memory and open-file counts are the first thing to look at
 // in a server that serves many clients for long.
 func New(version string, languages []string, source func() Source) *Metrics {
+	m := newMetrics()
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help: "Always 1; the version label is the server's version.",
+	}, []string{"version"})
+	buildInfo.WithLabelValues(version).Set(1)
+	m.reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.createSeconds, m.createFailures,
+		m.poolTakes, m.queueWait, m.sessionsEnded, m.authFailures, m.connsRefused, buildInfo,
+		&executorCollector{languages: languages, source: source},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m.zero(languages)
+	return m
+}
+
+// newMetrics returns the metrics' vectors, in a registry that holds none
+// of them yet.
+func newMetrics() *Metrics {
 	lang := []string{"language"}
-	m := &Metrics{
+	return &Metrics{
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "runs_total",
@@ -177,17 +196,11 @@ func New(version string, languages []string, source func() Source) *Metrics {
 				"max_connections (all clients together) or max_connections_per_client (one remote address).",
 		}, []string{"reason"}),
 	}
-	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "build_info",
-		Help: "Always 1; the version label is the server's version.",
-	}, []string{"version"})
-	buildInfo.WithLabelValues(version).Set(1)
-	m.reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.createSeconds, m.createFailures,
-		m.poolTakes, m.queueWait, m.sessionsEnded, m.authFailures, m.connsRefused, buildInfo,
-		&executorCollector{languages: languages, source: source},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+}
+
+// zero makes each series of each language, and of each reason, present
+// at 0, so that a rate over it is defined from the start.
+func (m *Metrics) zero(languages []string) {
 	for _, l := range languages {
 		for _, o := range Outcomes {
 			m.runs.WithLabelValues(l, o)
@@ -207,7 +220,6 @@ func New(version string, languages []string, source func() Source) *Metrics {
 	for _, r := range connReasons {
 		m.connsRefused.WithLabelValues(r)
 	}
-	return m
 }
 
 // Gatherer returns the registry, for tests and for serving elsewhere.
