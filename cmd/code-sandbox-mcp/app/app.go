@@ -14,7 +14,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"runtime"
 	"strings"
 	"time"
 
@@ -143,16 +142,13 @@ func ExecConfig(cfg *config.Config, env func(string) (string, bool), logger *slo
 		Namespace:   cfg.Containerd.Namespace,
 		Snapshotter: cfg.Containerd.Snapshotter,
 		StateDir:    cfg.Sandbox.StateDir,
-		Concurrency: cfg.Sandbox.Concurrency,
+		Concurrency: cfg.Concurrency(),
 		Languages:   cfg.Enabled(),
 		UIDs:        cfg.UIDs(),
 		UIDLockDir:  cfg.Sandbox.UIDLockDir,
 		Pull:        cfg.Sandbox.Pull == config.PullMissing,
 		Sessions:    sessionConfig(cfg),
 		Logger:      logger,
-	}
-	if ec.Concurrency == 0 {
-		ec.Concurrency = runtime.NumCPU()
 	}
 	for _, name := range cfg.Sandbox.PassThroughEnv {
 		if v, ok := env(name); ok {
