@@ -257,7 +257,7 @@ type LanguageTable struct {
 	// leaves open as /workspace/figures/figure-N.png.
 	Figures bool `toml:"figures"`
 	// SessionDriver is the session driver of the interpreter Command
-	// starts, one of SessionDrivers; "" offers no sessions.
+	// starts, "python" or "node"; "" offers no sessions.
 	SessionDriver string `toml:"session_driver"`
 	// Warm makes the language's ready sandboxes wait with the interpreter
 	// already started, in a driver of ours, for the one program each

@@ -45,8 +45,8 @@ type Language struct {
 	// leaves open as /workspace/figures/figure-N.png.
 	Figures bool
 	// SessionDriver names the driver that keeps one interpreter of the
-	// language alive for a session: "python" or "node" (see
-	// SessionDrivers); "" means the language offers no sessions.
+	// language alive for a session: "python" or "node"; "" means the
+	// language offers no sessions.
 	SessionDriver string
 	// Warm makes ready sandboxes wait with the interpreter started, in the
 	// warm driver of Interpreter (see WarmDrivers), for their program;
@@ -57,9 +57,9 @@ type Language struct {
 	Limits Limits
 }
 
-// SessionDrivers are the session drivers there are, by the interpreter
+// sessionDrivers are the session drivers there are, by the interpreter
 // they drive: a language's command must start that interpreter.
-var SessionDrivers = []string{"python", "node"}
+var sessionDrivers = []string{"python", "node"}
 
 // Interpreter is the interpreter the language's command starts, "python"
 // or "node", as its session driver says or, without one, as the command's

@@ -126,8 +126,8 @@ type LimitOverrides struct {
 	ImageBytes    *Size `toml:"image_bytes"`
 }
 
-// Apply returns l with o's set fields replacing l's.
-func (o LimitOverrides) Apply(l LimitsTable) LimitsTable {
+// apply returns l with o's set fields replacing l's.
+func (o LimitOverrides) apply(l LimitsTable) LimitsTable {
 	if o.Memory != nil {
 		l.Memory = *o.Memory
 	}
@@ -195,7 +195,7 @@ func (o LimitOverrides) Apply(l LimitsTable) LimitsTable {
 // limitsFor returns the limits a language's runs get: [limits] with the
 // language's overrides applied.
 func (c *Config) limitsFor(name string) LimitsTable {
-	return c.Languages[name].Limits.Apply(c.Limits)
+	return c.Languages[name].Limits.apply(c.Limits)
 }
 
 // limits is t as the rest of the program reads it.

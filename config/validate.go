@@ -134,9 +134,9 @@ func (c *Config) validateLanguages() []error {
 		if l.Pool < 0 || l.Pool > maxPool {
 			bad(key+".pool", "%d; want 0 (create on demand) to %d", l.Pool, maxPool)
 		}
-		if l.SessionDriver != "" && !slices.Contains(SessionDrivers, l.SessionDriver) {
+		if l.SessionDriver != "" && !slices.Contains(sessionDrivers, l.SessionDriver) {
 			bad(key+".session_driver", "%q is not a session driver; want one of %s (the interpreter the command starts), or \"\" for no sessions",
-				l.SessionDriver, quoteAll(SessionDrivers))
+				l.SessionDriver, quoteAll(sessionDrivers))
 		}
 		for _, m := range l.Preload {
 			if !moduleName.MatchString(m) {

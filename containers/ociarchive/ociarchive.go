@@ -30,9 +30,9 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// AnnotationImageName is the index annotation containerd's importer takes
+// annotationImageName is the index annotation containerd's importer takes
 // as the image's name in its image store.
-const AnnotationImageName = "io.containerd.image.name"
+const annotationImageName = "io.containerd.image.name"
 
 // dockerManifestFile is the docker-archive manifest at the archive's root,
 // the file `docker load` reads.
@@ -169,7 +169,7 @@ func manifestBlob(config ocispec.Descriptor, layer *spooled, platform ocispec.Pl
 	}
 	desc.Platform = &platform
 	desc.Annotations = map[string]string{
-		AnnotationImageName:       named,
+		annotationImageName:       named,
 		ocispec.AnnotationRefName: tag,
 	}
 	return jsonBlob{data, desc}, nil
