@@ -2,7 +2,6 @@ package config
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -257,9 +256,7 @@ func (l Limits) Check(key string) error {
 // workspace_size and image_bytes in files_out_bytes.
 func (l Limits) check(key string, caps bool) []error {
 	var errs []error
-	bad := func(k, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("%s.%s: %s", key, k, fmt.Sprintf(format, a...)))
-	}
+	bad := reporter(&errs, key+".")
 	positive := func(k string, n int64) {
 		if n <= 0 {
 			bad(k, "must be greater than 0")

@@ -46,9 +46,7 @@ func (c *Config) Validate() error {
 // validateSandbox checks how to reach containerd and the [sandbox] table.
 func (c *Config) validateSandbox() []error {
 	var errs []error
-	bad := func(key, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
-	}
+	bad := reporter(&errs, "")
 	if c.Containerd.Address == "" {
 		bad("containerd.address", "empty; want containerd's socket, such as /run/containerd/containerd.sock")
 	}
@@ -90,9 +88,7 @@ func (c *Config) validateSandbox() []error {
 // there must be one, and no two may share a tool.
 func (c *Config) validateLanguages() []error {
 	var errs []error
-	bad := func(key, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
-	}
+	bad := reporter(&errs, "")
 	names := c.Names()
 	if len(names) == 0 {
 		bad("languages", "no language is configured and enabled")
@@ -154,9 +150,7 @@ func (c *Config) validateLanguages() []error {
 // driver go with the runc shim only, the one whose options they are.
 func (c *Config) validateRuntime() []error {
 	var errs []error
-	bad := func(key, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, a...)))
-	}
+	bad := reporter(&errs, "")
 	ct := c.Containerd
 	systemd := ct.CgroupDriver == CgroupDriverSystemd
 	if ct.CgroupDriver != CgroupDriverCgroupfs && !systemd {
@@ -230,9 +224,7 @@ func checkRuntimeBinary(b string) error {
 // validateSessions checks the [sessions] table.
 func validateSessions(s Sessions) []error {
 	var errs []error
-	bad := func(k, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("sessions.%s: %s", k, fmt.Sprintf(format, a...)))
-	}
+	bad := reporter(&errs, "sessions.")
 	if s.MaxSessions < 0 || s.MaxSessions > maxSessions {
 		bad("max_sessions", "%d; want 0 (no sessions) to %d", s.MaxSessions, maxSessions)
 	}
@@ -251,9 +243,7 @@ func validateSessions(s Sessions) []error {
 // validateHTTP checks the limits of the [http] table.
 func (c *Config) validateHTTP() []error {
 	var errs []error
-	bad := func(k, format string, a ...any) {
-		errs = append(errs, fmt.Errorf("http.%s: %s", k, fmt.Sprintf(format, a...)))
-	}
+	bad := reporter(&errs, "http.")
 	h := c.HTTP
 	switch n := c.Concurrency(); {
 	case h.PerClientConcurrency < 0:
@@ -290,6 +280,14 @@ func (c *Config) validateHTTP() []error {
 		bad("max_connections_per_client", "%d is more than max_connections (%d)", h.MaxConnectionsPerClient, h.MaxConnections)
 	}
 	return errs
+}
+
+// reporter returns what adds to errs a problem of the key prefix+key,
+// its text made of format and a as by fmt.Sprintf.
+func reporter(errs *[]error, prefix string) func(key, format string, a ...any) {
+	return func(key, format string, a ...any) {
+		*errs = append(*errs, fmt.Errorf("%s%s: %s", prefix, key, fmt.Sprintf(format, a...)))
+	}
 }
 
 // quoteAll quotes each of s and joins them, as in "a", "b" or "c".
