@@ -246,8 +246,7 @@ const minMemory = 8 << 20
 // configuration file spells it, such as "limits.memory". The
 // configuration checks [limits] and each language's limits with it (and
 // how the caps on files stand to each other, which a sandbox does not
-// need); package oci checks a policy's limits with it, and the executor
-// what it is given.
+// need), and package oci a policy's.
 func (l Limits) Check(key string) error {
 	return errors.Join(l.check(key, false)...)
 }

@@ -6,8 +6,8 @@
 // and systemd's readiness protocol. It must not know the command line:
 // package main parses the flags, resolves the configuration (flags over
 // environment over file), owns the signals and the subcommands, and hands
-// the server a checked configuration and the serving flags that have no
-// place in it, which New applies over [http].
+// the server a checked configuration and the serving flags, which New
+// applies over the configuration's http table.
 package app
 
 import (
