@@ -262,17 +262,17 @@ func TestParseSize(t *testing.T) {
 		{"512MiB", 512 << 20}, {"64KiB", 64 << 10}, {"1MiB", 1 << 20}, {"1GiB", 1 << 30},
 		{"1 GiB", 1 << 30}, {"1.5KiB", 1536}, {"4096", 4096}, {"10B", 10}, {"1KB", 1000}, {"2MB", 2000000},
 	} {
-		got, err := ParseSize(tc.in)
+		got, err := parseSize(tc.in)
 		if err != nil || got != tc.want {
-			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+			t.Errorf("parseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
 		}
-		if back, err := ParseSize(got.String()); err != nil || back != got {
-			t.Errorf("ParseSize(%q.String() = %q) = %d, %v; want it back", tc.in, got.String(), back, err)
+		if back, err := parseSize(got.String()); err != nil || back != got {
+			t.Errorf("parseSize(%q.String() = %q) = %d, %v; want it back", tc.in, got.String(), back, err)
 		}
 	}
 	for _, in := range []string{"", "MiB", "x", "-1MiB", "1PiB", "99999999999999GiB", "1e400"} {
-		if got, err := ParseSize(in); err == nil {
-			t.Errorf("ParseSize(%q) = %d; want an error", in, got)
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d; want an error", in, got)
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"path"
 	"slices"
 	"strings"
-	"time"
 )
 
 // Language is one language as the rest of the program reads it: how its
@@ -46,8 +45,8 @@ type Language struct {
 	// leaves open as /workspace/figures/figure-N.png.
 	Figures bool
 	// SessionDriver names the driver that keeps one interpreter of the
-	// language alive for a session: "python" or "node" (see
-	// SessionDrivers); "" means the language offers no sessions.
+	// language alive for a session: "python" or "node"; "" means the
+	// language offers no sessions.
 	SessionDriver string
 	// Warm makes ready sandboxes wait with the interpreter started, in the
 	// warm driver of Interpreter (see WarmDrivers), for their program;
@@ -58,9 +57,9 @@ type Language struct {
 	Limits Limits
 }
 
-// SessionDrivers are the session drivers there are, by the interpreter
+// sessionDrivers are the session drivers there are, by the interpreter
 // they drive: a language's command must start that interpreter.
-var SessionDrivers = []string{"python", "node"}
+var sessionDrivers = []string{"python", "node"}
 
 // Interpreter is the interpreter the language's command starts, "python"
 // or "node", as its session driver says or, without one, as the command's
@@ -81,57 +80,6 @@ func (l Language) Interpreter() string {
 	return ""
 }
 
-// Limits confine one run.
-type Limits struct {
-	// MemoryBytes is the memory cgroup limit; swap on top of it is none.
-	MemoryBytes int64
-	// CPUs is the CFS quota in CPUs.
-	CPUs float64
-	// Pids is the pids cgroup limit.
-	Pids int64
-	// TmpBytes sizes the tmpfs at /tmp, ShmBytes the one at /dev/shm.
-	TmpBytes int64
-	ShmBytes int64
-	// FileBytes caps the size of any one file the program writes
-	// (RLIMIT_FSIZE).
-	FileBytes int64
-	// OpenFiles caps open file descriptors (RLIMIT_NOFILE).
-	OpenFiles uint64
-	// Timeout is the default wall-clock limit; MaxTimeout bounds what a
-	// request may ask for.
-	Timeout    time.Duration
-	MaxTimeout time.Duration
-	// OutputBytes is how much of each stream is kept: its head and its
-	// tail, half each.
-	OutputBytes int64
-	// CodeBytes is the largest program accepted.
-	CodeBytes int64
-	// PendingSignals caps signals queued to the run's processes
-	// (RLIMIT_SIGPENDING), MsgQueueBytes its POSIX message queues
-	// (RLIMIT_MSGQUEUE), LockedBytes its locked memory (RLIMIT_MEMLOCK).
-	PendingSignals uint64
-	MsgQueueBytes  int64
-	LockedBytes    int64
-	// Ptys is how many pseudo-terminals the run may open; 0 gives it no
-	// /dev/pts.
-	Ptys int
-	// WorkspaceBytes sizes the run's /workspace, a tmpfs that is its
-	// working directory; its inodes are bounded in proportion.
-	WorkspaceBytes int64
-	// FilesInBytes caps the decoded total of the files a call writes into
-	// the workspace, MaxFilesIn their number.
-	FilesInBytes int64
-	MaxFilesIn   int
-	// FilesOutBytes caps the total of the output files returned,
-	// MaxFilesOut their number; files past either are dropped and counted.
-	FilesOutBytes int64
-	MaxFilesOut   int
-	// MaxImages caps the images returned inline, each at most ImageBytes;
-	// the rest are links only.
-	MaxImages  int
-	ImageBytes int64
-}
-
 // Language returns the enabled language called name, with [limits] and its
 // own overrides applied; ok is false if there is no such enabled language.
 func (c *Config) Language(name string) (l Language, ok bool) {
@@ -139,7 +87,6 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 	if !ok || t.Disabled {
 		return Language{}, false
 	}
-	lim := c.limitsFor(name)
 	return Language{
 		Name:          name,
 		Image:         t.Image,
@@ -156,30 +103,7 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 		SessionDriver: t.SessionDriver,
 		Warm:          t.Warm,
 		Preload:       slices.Clone(t.Preload),
-		Limits: Limits{
-			MemoryBytes:    int64(lim.Memory),
-			CPUs:           lim.CPUs,
-			Pids:           lim.Pids,
-			TmpBytes:       int64(lim.TmpSize),
-			ShmBytes:       int64(lim.ShmSize),
-			FileBytes:      int64(lim.FileSize),
-			OpenFiles:      lim.OpenFiles,
-			Timeout:        time.Duration(lim.Timeout),
-			MaxTimeout:     time.Duration(lim.MaxTimeout),
-			OutputBytes:    int64(lim.OutputBytes),
-			CodeBytes:      int64(lim.CodeBytes),
-			PendingSignals: lim.PendingSignals,
-			MsgQueueBytes:  int64(lim.MsgQueueSize),
-			LockedBytes:    int64(lim.LockedMemory),
-			Ptys:           lim.Ptys,
-			WorkspaceBytes: int64(lim.WorkspaceSize),
-			FilesInBytes:   int64(lim.FilesInBytes),
-			MaxFilesIn:     lim.MaxFilesIn,
-			FilesOutBytes:  int64(lim.FilesOutBytes),
-			MaxFilesOut:    lim.MaxFilesOut,
-			MaxImages:      lim.MaxImages,
-			ImageBytes:     int64(lim.ImageBytes),
-		},
+		Limits:        c.limitsFor(name).limits(),
 	}, true
 }
 

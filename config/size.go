@@ -22,10 +22,10 @@ var sizeUnits = []struct {
 	{"B", 1},
 }
 
-// ParseSize reads a size such as "512MiB", "64 KiB", "1GB" or "4096".
+// parseSize reads a size such as "512MiB", "64 KiB", "1GB" or "4096".
 // Binary units (KiB, MiB, GiB, TiB) are powers of 1024, decimal ones (KB,
 // MB, GB, TB) powers of 1000; a bare number is bytes.
-func ParseSize(s string) (Size, error) {
+func parseSize(s string) (Size, error) {
 	t := strings.TrimSpace(s)
 	factor := int64(1)
 	for _, u := range sizeUnits {
@@ -62,7 +62,7 @@ func ParseSize(s string) (Size, error) {
 }
 
 // String writes the size with the largest binary unit that divides it
-// exactly, such as "512MiB"; ParseSize reads it back.
+// exactly, such as "512MiB"; parseSize reads it back.
 func (s Size) String() string {
 	n := int64(s)
 	for _, u := range []struct {
@@ -80,7 +80,7 @@ func (s Size) String() string {
 func (s *Size) UnmarshalTOML(v any) error {
 	switch v := v.(type) {
 	case string:
-		n, err := ParseSize(v)
+		n, err := parseSize(v)
 		if err != nil {
 			return err
 		}

@@ -43,6 +43,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/images"
 )
 
 // Config is what an Executor needs to know.
@@ -180,7 +181,7 @@ func newHost(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Host, 
 	if err != nil {
 		return nil, err
 	}
-	c, err := Dial(ctx, cfg.Address, cfg.Namespace)
+	c, err := images.Dial(ctx, cfg.Address, cfg.Namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	sandboxexec "code-sandbox-mcp/exec"
+	"code-sandbox-mcp/containers/images"
 )
 
 // faultPool is the python pool of a fault test's server (the default).
@@ -110,7 +110,7 @@ func templateRoot(t *testing.T) string {
 			defer f.Close()
 			ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), h.namespace), 5*time.Minute)
 			defer cancel()
-			if _, err := sandboxexec.ImportArchive(ctx, h.client, f); err != nil {
+			if _, err := images.Import(ctx, h.client, f); err != nil {
 				return fmt.Errorf("import %s: %w", archive, err)
 			}
 			imported = time.Since(start)

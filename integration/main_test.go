@@ -84,7 +84,7 @@ import (
 	"testing"
 
 	"code-sandbox-mcp/config"
-	sandboxexec "code-sandbox-mcp/exec"
+	"code-sandbox-mcp/containers/images"
 )
 
 func TestMain(m *testing.M) {
@@ -283,7 +283,7 @@ func ensureImages(ctx context.Context, h *harness) error {
 		if err != nil {
 			return err
 		}
-		names, err := sandboxexec.ImportArchive(ctx, testClient, f)
+		names, err := images.Import(ctx, testClient, f)
 		f.Close()
 		if err != nil {
 			return fmt.Errorf("import %s: %w", p, err)

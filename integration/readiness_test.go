@@ -24,6 +24,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/config"
+	sandboximages "code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/containers/ociarchive"
 	"code-sandbox-mcp/exec"
 )
@@ -185,7 +186,7 @@ func importStatic(t *testing.T, ctx context.Context, ref string, files map[strin
 	if err := ociarchive.Pack(&archive, staticRootfs(t, files), ociarchive.Image{Ref: ref}); err != nil {
 		t.Fatalf("Pack: %v", err)
 	}
-	if _, err := exec.ImportArchive(ctx, testClient, &archive); err != nil {
+	if _, err := sandboximages.Import(ctx, testClient, &archive); err != nil {
 		t.Fatalf("import %s: %v", ref, err)
 	}
 }

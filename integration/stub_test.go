@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 
 	"code-sandbox-mcp/config"
+	sandboximages "code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/containers/ociarchive"
 	"code-sandbox-mcp/exec"
 )
@@ -29,7 +30,7 @@ func staticImage(t *testing.T, ref string, files map[string]string) {
 		t.Fatalf("Pack: %v", err)
 	}
 	ctx := testContext(t)
-	if _, err := exec.ImportArchive(ctx, testClient, &archive); err != nil {
+	if _, err := sandboximages.Import(ctx, testClient, &archive); err != nil {
 		t.Fatalf("import %s: %v", ref, err)
 	}
 	t.Cleanup(func() {

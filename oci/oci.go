@@ -33,10 +33,10 @@ const CodeDir = "/sandbox"
 // in and whose files come back.
 const WorkspaceDir = "/workspace"
 
-// PythonHooksDir is where the directory holding the Python start-up hook
+// pythonHooksDir is where the directory holding the Python start-up hook
 // (a sitecustomize module) is mounted, read-only, for the languages whose
 // figures are saved.
-const PythonHooksDir = "/opt/code-sandbox-mcp/python"
+const pythonHooksDir = "/opt/code-sandbox-mcp/python"
 
 // NodeHooksDir is where the directory holding the Node.js warm-start
 // module is mounted, read-only, for warm JavaScript languages.
@@ -62,7 +62,7 @@ type Policy struct {
 	// /dev/shm, the pseudo-terminals, and the rlimits (see rlimits).
 	Limits config.Limits
 	// Hard looks up the server's own hard limit of an rlimit ("RLIMIT_NOFILE"):
-	// a run's is never raised above it (see Rlimits). Nil knows none.
+	// a run's is never raised above it. Nil knows none.
 	Hard func(typ string) (uint64, bool)
 
 	// CodeHostDir is the host directory holding the program; it is bind
@@ -75,7 +75,8 @@ type Policy struct {
 	WorkspaceHostDir string
 	// HooksHostDir is the host directory holding the start-up hooks of
 	// the interpreter (the Python hook, or the Node.js warm start); it is
-	// bind mounted read-only at HooksDir, PythonHooksDir if that is empty.
+	// bind mounted read-only at HooksDir, or where WithPythonHooks puts
+	// on PYTHONPATH if that is empty.
 	// Empty mounts nothing.
 	HooksHostDir string
 	HooksDir     string
@@ -175,7 +176,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	if hard == nil {
 		hard = func(string) (uint64, bool) { return 0, false }
 	}
-	rl := Rlimits(rlimits(l), hard)
+	rl := specRlimits(rlimits(l), hard)
 	for i := range rl {
 		opts = append(opts, ctroci.WithRlimit(&rl[i]))
 	}
@@ -184,6 +185,9 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 	return opts, nil
 }
 
+// validate refuses a policy no sandbox may run with: no command, a stub
+// whose shell would change its environment, root, or limits that
+// config.Limits.Check refuses.
 func (p Policy) validate() error {
 	switch {
 	case len(p.Args) == 0:
@@ -192,20 +196,9 @@ func (p Policy) validate() error {
 		return fmt.Errorf("policy waits for its start in a shell, but its environment sets one of %v, which the shell would change", stubUnset)
 	case p.UID == 0 || p.GID == 0:
 		return fmt.Errorf("policy would run as uid %d gid %d: sandboxes never run as root", p.UID, p.GID)
-	case p.Limits.MemoryBytes <= 0:
-		return fmt.Errorf("policy has no memory limit")
-	case p.Limits.CPUs <= 0:
-		return fmt.Errorf("policy has no CPU limit")
-	case p.Limits.Pids <= 0:
-		return fmt.Errorf("policy has no pids limit")
-	case p.Limits.TmpBytes <= 0 || p.Limits.ShmBytes <= 0:
-		return fmt.Errorf("policy has no size for /tmp or /dev/shm")
-	case p.Limits.FileBytes <= 0 || p.Limits.OpenFiles == 0:
-		return fmt.Errorf("policy has no limit on file size or open files")
-	case p.Limits.PendingSignals == 0 || p.Limits.MsgQueueBytes <= 0 || p.Limits.LockedBytes < 0:
-		return fmt.Errorf("policy has no limit on queued signals or message queues")
-	case p.Limits.Ptys < 0:
-		return fmt.Errorf("policy has a negative number of ptys")
+	}
+	if err := p.Limits.Check("limits"); err != nil {
+		return fmt.Errorf("policy: %w", err)
 	}
 	return nil
 }
@@ -297,7 +290,7 @@ func (p Policy) mounts() []specs.Mount {
 	// writable, the Python hook read-only; none executable.
 	for _, b := range []struct {
 		src, dst, mode string
-	}{{p.CodeHostDir, CodeDir, "ro"}, {p.WorkspaceHostDir, WorkspaceDir, "rw"}, {p.HooksHostDir, cmp.Or(p.HooksDir, PythonHooksDir), "ro"}} {
+	}{{p.CodeHostDir, CodeDir, "ro"}, {p.WorkspaceHostDir, WorkspaceDir, "rw"}, {p.HooksHostDir, cmp.Or(p.HooksDir, pythonHooksDir), "ro"}} {
 		if b.src != "" {
 			m = append(m, specs.Mount{
 				Destination: b.dst,
@@ -435,8 +428,8 @@ func Env(image, language, pass []string) []string {
 // memory, processes) are low: each sandbox has a uid of its own, and these
 // bound what its own count can reach. A run may not raise its scheduling
 // priority, real-time or nice, and writes no core files.
-func rlimits(l config.Limits) []Rlimit {
-	return []Rlimit{
+func rlimits(l config.Limits) []rlimit {
+	return []rlimit{
 		{Type: "RLIMIT_NOFILE", Max: l.OpenFiles},
 		{Type: "RLIMIT_FSIZE", Max: uint64(l.FileBytes)},
 		{Type: "RLIMIT_CORE", Max: 0},
@@ -458,17 +451,17 @@ func RlimitTypes() []string {
 	return out
 }
 
-// Rlimit is a limit a run should get, before it is clamped.
-type Rlimit struct {
+// rlimit is a limit a run should get, before it is clamped.
+type rlimit struct {
 	Type string // RLIMIT_NOFILE, ...
 	Max  uint64 // both soft and hard
 }
 
-// Rlimits turns wanted limits into spec rlimits, never above hard, the
+// specRlimits turns wanted limits into spec rlimits, never above hard, the
 // server's own hard limit for that resource as looked up by hard: raising a
 // limit needs CAP_SYS_RESOURCE, which hardened hosts do not grant. A
 // resource hard does not know is left as wanted.
-func Rlimits(want []Rlimit, hard func(typ string) (uint64, bool)) []specs.POSIXRlimit {
+func specRlimits(want []rlimit, hard func(typ string) (uint64, bool)) []specs.POSIXRlimit {
 	out := make([]specs.POSIXRlimit, 0, len(want))
 	for _, w := range want {
 		v := w.Max
@@ -480,8 +473,9 @@ func Rlimits(want []Rlimit, hard func(typ string) (uint64, bool)) []specs.POSIXR
 	return out
 }
 
-// WithPythonHooks returns env with PythonHooksDir first on PYTHONPATH,
-// before any directories env already puts there.
+// WithPythonHooks returns env with the directory of the Python start-up
+// hook (/opt/code-sandbox-mcp/python) first on PYTHONPATH, before any
+// directories env already puts there.
 func WithPythonHooks(env []string) []string {
 	out := slices.Clone(env)
 	for i, kv := range out {
@@ -489,11 +483,11 @@ func WithPythonHooks(env []string) []string {
 			if v != "" {
 				v = ":" + v
 			}
-			out[i] = "PYTHONPATH=" + PythonHooksDir + v
+			out[i] = "PYTHONPATH=" + pythonHooksDir + v
 			return out
 		}
 	}
-	return append(out, "PYTHONPATH="+PythonHooksDir)
+	return append(out, "PYTHONPATH="+pythonHooksDir)
 }
 
 // ProgramPath is where a program file of the given name is found inside

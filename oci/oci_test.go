@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -33,6 +34,11 @@ func testPolicy() Policy {
 			MsgQueueBytes:  200 << 10,
 			LockedBytes:    32 << 10,
 			Ptys:           3,
+			Timeout:        30 * time.Second,
+			MaxTimeout:     time.Minute,
+			OutputBytes:    64 << 10,
+			CodeBytes:      1 << 20,
+			WorkspaceBytes: 64 << 20,
 		},
 		CodeHostDir:      "/run/code-sandbox-mcp/csm-1/code",
 		WorkspaceHostDir: "/run/code-sandbox-mcp/csm-1/workspace",
@@ -183,9 +189,9 @@ func TestSpecFilesystem(t *testing.T) {
 	if s.Process.Cwd != WorkspaceDir {
 		t.Errorf("cwd %s; want %s", s.Process.Cwd, WorkspaceDir)
 	}
-	hooks := mounts[PythonHooksDir]
+	hooks := mounts[pythonHooksDir]
 	if hooks.Type != "bind" || hooks.Source != "/run/code-sandbox-mcp/csm-1/hooks" || !hasAll(hooks.Options, "ro", "nosuid", "nodev", "noexec") {
-		t.Errorf("%s: got %+v; want a read-only bind of the run's hook directory", PythonHooksDir, hooks)
+		t.Errorf("%s: got %+v; want a read-only bind of the run's hook directory", pythonHooksDir, hooks)
 	}
 	if _, ok := mounts["/run"]; ok {
 		t.Error("/run: mounted; want no writable /run")
@@ -197,8 +203,8 @@ func TestSpecFilesystem(t *testing.T) {
 	// Nothing else of the host: every bind mount is one of the run's own
 	// directories.
 	for _, m := range s.Mounts {
-		if (m.Type == "bind" || hasAll(m.Options, "bind") || hasAll(m.Options, "rbind")) && !slices.Contains([]string{CodeDir, WorkspaceDir, PythonHooksDir}, m.Destination) {
-			t.Errorf("host bind mount at %s from %s; want none but %s, %s and %s", m.Destination, m.Source, CodeDir, WorkspaceDir, PythonHooksDir)
+		if (m.Type == "bind" || hasAll(m.Options, "bind") || hasAll(m.Options, "rbind")) && !slices.Contains([]string{CodeDir, WorkspaceDir, pythonHooksDir}, m.Destination) {
+			t.Errorf("host bind mount at %s from %s; want none but %s, %s and %s", m.Destination, m.Source, CodeDir, WorkspaceDir, pythonHooksDir)
 		}
 	}
 	if sys := mounts["/sys"]; !hasAll(sys.Options, "ro") {
@@ -421,6 +427,7 @@ func TestSpecOptsRefusesUnsafePolicies(t *testing.T) {
 		"no pids limit": func(p *Policy) { p.Limits.Pids = 0 },
 		"no tmp size":   func(p *Policy) { p.Limits.TmpBytes = 0 },
 		"no file size":  func(p *Policy) { p.Limits.FileBytes = 0 },
+		"no timeout":    func(p *Policy) { p.Limits.Timeout = 0 },
 		"no command":    func(p *Policy) { p.Args = nil },
 		"stub with PWD": func(p *Policy) { p.WaitForStart = true; p.Env = append(p.Env, "PWD=/x") },
 	} {
@@ -448,7 +455,7 @@ func TestEnv(t *testing.T) {
 
 func TestRlimitsNeverRaised(t *testing.T) {
 	hard := map[string]uint64{"RLIMIT_NOFILE": 512}
-	got := Rlimits([]Rlimit{{"RLIMIT_NOFILE", 1024}, {"RLIMIT_CORE", 0}, {"RLIMIT_FSIZE", 100}},
+	got := specRlimits([]rlimit{{"RLIMIT_NOFILE", 1024}, {"RLIMIT_CORE", 0}, {"RLIMIT_FSIZE", 100}},
 		func(typ string) (uint64, bool) { v, ok := hard[typ]; return v, ok })
 	want := []specs.POSIXRlimit{
 		{Type: "RLIMIT_NOFILE", Hard: 512, Soft: 512},
@@ -477,7 +484,7 @@ func TestWithoutAWorkspaceTheWorkingDirectoryIsTmp(t *testing.T) {
 		t.Errorf("cwd %s; want /tmp", s.Process.Cwd)
 	}
 	for _, m := range s.Mounts {
-		if m.Destination == WorkspaceDir || m.Destination == PythonHooksDir {
+		if m.Destination == WorkspaceDir || m.Destination == pythonHooksDir {
 			t.Errorf("mount at %s; want none", m.Destination)
 		}
 	}
@@ -485,9 +492,9 @@ func TestWithoutAWorkspaceTheWorkingDirectoryIsTmp(t *testing.T) {
 
 func TestWithPythonHooks(t *testing.T) {
 	for _, tc := range []struct{ in, want []string }{
-		{[]string{"A=1"}, []string{"A=1", "PYTHONPATH=" + PythonHooksDir}},
-		{[]string{"PYTHONPATH=/opt/lib", "B=2"}, []string{"PYTHONPATH=" + PythonHooksDir + ":/opt/lib", "B=2"}},
-		{[]string{"PYTHONPATH="}, []string{"PYTHONPATH=" + PythonHooksDir}},
+		{[]string{"A=1"}, []string{"A=1", "PYTHONPATH=" + pythonHooksDir}},
+		{[]string{"PYTHONPATH=/opt/lib", "B=2"}, []string{"PYTHONPATH=" + pythonHooksDir + ":/opt/lib", "B=2"}},
+		{[]string{"PYTHONPATH="}, []string{"PYTHONPATH=" + pythonHooksDir}},
 	} {
 		if got := WithPythonHooks(tc.in); !slices.Equal(got, tc.want) {
 			t.Errorf("WithPythonHooks(%q) = %q; want %q", tc.in, got, tc.want)

@@ -1,20 +1,15 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 
-	"os/signal"
-	"runtime"
 	"strings"
-	"syscall"
-	"time"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
@@ -93,9 +88,10 @@ type globals struct {
 	namespace  string
 	passEnv    namesFlag
 	logLevel   string
-	// http and auditLog are set before the subcommand only: they are for
-	// serving.
-	http     httpFlags
+	// http, origins and auditLog are set before the subcommand only: they
+	// are for serving.
+	http     app.HTTPFlags
+	origins  namesFlag
 	auditLog string
 }
 
@@ -134,14 +130,14 @@ func newGlobalFlagSet(g *globals, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, usage) }
 	g.register(fs)
-	fs.StringVar(&g.http.addr, "http", "", "serve streamable HTTP on `addr` (HOST:PORT) instead of stdio")
-	fs.StringVar(&g.http.authTokens, "auth-tokens", "", "token `file` for --http")
-	fs.Var(&g.http.origins, "allowed-origins", "comma-separated browser `origins` allowed to call --http")
-	fs.StringVar(&g.http.tlsCert, "tls-cert", "", "TLS certificate `file` for --http")
-	fs.StringVar(&g.http.tlsKey, "tls-key", "", "TLS key `file` for --http")
-	fs.StringVar(&g.http.metricsAddr, "metrics-addr", "", "serve /metrics on `addr` (HOST:PORT)")
+	fs.StringVar(&g.http.Addr, "http", "", "serve streamable HTTP on `addr` (HOST:PORT) instead of stdio")
+	fs.StringVar(&g.http.AuthTokens, "auth-tokens", "", "token `file` for --http")
+	fs.Var(&g.origins, "allowed-origins", "comma-separated browser `origins` allowed to call --http")
+	fs.StringVar(&g.http.TLSCert, "tls-cert", "", "TLS certificate `file` for --http")
+	fs.StringVar(&g.http.TLSKey, "tls-key", "", "TLS key `file` for --http")
+	fs.StringVar(&g.http.MetricsAddr, "metrics-addr", "", "serve /metrics on `addr` (HOST:PORT)")
 	fs.StringVar(&g.auditLog, "audit-log", "", "audit log `file` (\"-\": stderr)")
-	fs.DurationVar(&g.http.grace, "shutdown-grace", defaultGrace, "on SIGTERM, how long calls in flight may finish (`duration`)")
+	fs.DurationVar(&g.http.Grace, "shutdown-grace", app.DefaultGrace, "on SIGTERM, how long calls in flight may finish (`duration`)")
 	return fs
 }
 
@@ -196,153 +192,6 @@ func refuseHTTPFlags(fs *flag.FlagSet, cmd string) {
 
 // lookupFunc reads an environment variable, as os.LookupEnv does.
 type lookupFunc func(string) (string, bool)
-
-// realMain is the whole program; it returns the exit status.
-func realMain(args []string, stdin io.Reader, stdout, stderr io.Writer, env lookupFunc) int {
-	var g globals
-	fs := newGlobalFlagSet(&g, stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	args = fs.Args()
-	cmd := ""
-	if len(args) > 0 {
-		cmd, args = args[0], args[1:]
-	}
-	if cmd != "help" && cmd != "-h" && cmd != "--help" {
-		if err := misplacedHTTPFlags(fs, cmd); err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-			return exitUsage
-		}
-	}
-
-	switch cmd {
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return exitOK
-	case "token":
-		// token makes a secret and writes a file: no containerd, no configuration.
-		return tokenCommand(args, stdout, stderr)
-	case "version":
-		fmt.Fprintf(stdout, "code-sandbox-mcp %s\n", version)
-		return exitOK
-	case "audit":
-		// audit reads files only: no containerd, no configuration.
-		return auditCommand(args, stdout, stderr)
-	}
-
-	// A shutdown is a signal (SIGINT, SIGTERM, or SIGHUP: the terminal or
-	// the client went away; but with an audit log SIGHUP reopens it) or a
-	// broken stdout or stderr (the client died and its pipes with it).
-	// Either way the server kills its programs and deletes its sandboxes
-	// before it exits, and logs nothing to a dead pipe.
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	ctx, shutdown := context.WithCancelCause(ctx)
-	defer shutdown(nil)
-	hup := onHangup(func() { shutdown(errHangup) })
-	defer hup.stop()
-	stdout = &brokenPipe{w: stdout, gone: func() { shutdown(errors.New("stdout is closed: the client is gone")) }}
-	stderr = &brokenPipe{w: stderr, gone: func() { shutdown(errors.New("stderr is closed: the client is gone")) }}
-
-	// run and doctor accept the global flags after their name too; images
-	// parses its own verbs, and serve takes no arguments.
-	sub := flag.NewFlagSet(cmd, flag.ContinueOnError)
-	sub.SetOutput(stderr)
-	g.register(sub)
-	refuseHTTPFlags(sub, cmd)
-
-	// The logger is made after the subcommand's flags are parsed, so that
-	// --log-level after the subcommand counts.
-	logger := func() *slog.Logger {
-		l, err := newLogger(stderr, g.logLevel, env)
-		if err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v; using info\n", err)
-			l, _ = newLogger(stderr, "info", env)
-		}
-		return l
-	}
-
-	switch cmd {
-	case "", "serve":
-		if len(args) > 0 {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: unexpected arguments %q\n%s", args, usage)
-			return exitUsage
-		}
-		log := logger()
-		cfg, err := loadConfig(g, env)
-		if err != nil {
-			log.Error("configuration", "err", err)
-			return exitUsage
-		}
-		tel, err := newTelemetry(g.http, cfg)
-		if err != nil {
-			log.Error("configuration", "err", err)
-			return exitUsage
-		}
-		var hs httpSettings
-		if g.http.addr != "" {
-			if hs, err = resolveHTTP(g.http, cfg); err != nil {
-				log.Error("configuration", "err", err)
-				return exitUsage
-			}
-			hs.tel = tel
-		}
-		aud, err := openAuditor(cfg, log)
-		if err != nil {
-			log.Error("audit log", "err", err)
-			return exitFailure
-		}
-		hup.claim(aud)
-		defer aud.close()
-		defer hup.claim(nil)
-		if g.http.addr != "" {
-			if err := serveHTTP(ctx, cfg, env, hs, aud, log); err != nil {
-				log.Error("server stopped", "err", err)
-				return exitFailure
-			}
-			return exitOK
-		}
-		if err := serve(ctx, cfg, env, tel, stdin, stdout, aud, log); err != nil {
-			log.Error("server stopped", "err", err)
-			return exitFailure
-		}
-		return exitOK
-	case "run":
-		return runCommand(ctx, &g, sub, args, env, stdin, stdout, stderr, logger)
-	case "doctor":
-		if err := sub.Parse(args); err != nil {
-			return exitUsage
-		}
-		cfg, err := loadConfig(g, env)
-		if err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-			return exitUsage
-		}
-		if !doctor(ctx, cfg, env, stdout, logger()) {
-			return exitFailure
-		}
-		return exitOK
-	case "images":
-		// images parses its own verbs and flags; globals come before it.
-		cfg, err := loadConfig(g, env)
-		if err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-			return exitUsage
-		}
-		if err := imagesCommand(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace, args, stdout, stderr); err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
-			return exitFailure
-		}
-		return exitOK
-	default:
-		fmt.Fprintf(stderr, "code-sandbox-mcp: unknown command %q\n%s", cmd, usage)
-		return exitUsage
-	}
-}
 
 // newLogger returns a text slog logger on w at the given level.
 func newLogger(w io.Writer, level string, env lookupFunc) (*slog.Logger, error) {
@@ -410,31 +259,6 @@ func loadConfig(g globals, env lookupFunc) (*config.Config, error) {
 	return cfg, nil
 }
 
-// command is the command line of this program with args, against the
-// containerd of cfg: with --namespace always, so that it acts on the
-// server's namespace whatever the environment of whoever runs it, and
-// with --address when the socket is not the default one. Every hint that
-// names a command (import an image, run doctor) is built here, so that
-// they all say the same.
-func command(cfg *config.Config, args ...string) string {
-	parts := []string{"code-sandbox-mcp"}
-	if a := cfg.Containerd.Address; a != config.Default().Containerd.Address {
-		parts = append(parts, "--address", a)
-	}
-	parts = append(parts, "--namespace", cfg.Containerd.Namespace)
-	return strings.Join(append(parts, args...), " ")
-}
-
-// importHint is the command that imports an image into cfg's namespace.
-func importHint(cfg *config.Config) string {
-	return command(cfg, "images", "import", "FILE")
-}
-
-// doctorHint is the command that diagnoses cfg's set-up.
-func doctorHint(cfg *config.Config) string {
-	return command(cfg, "doctor")
-}
-
 // oneShot adapts an executor configuration for a command that runs a few
 // programs and exits (run, doctor): it keeps only the named languages, if
 // given and configured, and no pools, which would only create sandboxes
@@ -451,53 +275,4 @@ func oneShot(ec exec.Config, only ...string) exec.Config {
 		ec.Languages = langs
 	}
 	return ec
-}
-
-// execConfig translates the configuration for the executor. Only the
-// pass-through variables that are set reach it, as KEY=value.
-func execConfig(cfg *config.Config, env lookupFunc, logger *slog.Logger) exec.Config {
-	ec := exec.Config{
-		Address:     cfg.Containerd.Address,
-		Namespace:   cfg.Containerd.Namespace,
-		Snapshotter: cfg.Containerd.Snapshotter,
-		StateDir:    cfg.Sandbox.StateDir,
-		Concurrency: cfg.Sandbox.Concurrency,
-		Languages:   cfg.Enabled(),
-		UIDs:        cfg.UIDs(),
-		UIDLockDir:  cfg.Sandbox.UIDLockDir,
-		Pull:        cfg.Sandbox.Pull == config.PullMissing,
-		Sessions:    sessionConfig(cfg),
-		Logger:      logger,
-	}
-	if ec.Concurrency == 0 {
-		ec.Concurrency = runtime.NumCPU()
-	}
-	for _, name := range cfg.Sandbox.PassThroughEnv {
-		if v, ok := env(name); ok {
-			ec.PassEnv = append(ec.PassEnv, name+"="+v)
-		}
-	}
-	return ec
-}
-
-// sessionConfig is what [sessions] bounds, for the executor.
-func sessionConfig(cfg *config.Config) exec.SessionConfig {
-	return exec.SessionConfig{
-		Max:         cfg.Sessions.MaxSessions,
-		IdleTimeout: time.Duration(cfg.Sessions.IdleTimeout),
-		MaxLifetime: time.Duration(cfg.Sessions.MaxLifetime),
-	}
-}
-
-// passEnvNames lists the pass-through variables that are set, for logs:
-// names only, never values.
-func passEnvNames(cfg *config.Config, env lookupFunc) (set, unset []string) {
-	for _, name := range cfg.Sandbox.PassThroughEnv {
-		if _, ok := env(name); ok {
-			set = append(set, name)
-		} else {
-			unset = append(unset, name)
-		}
-	}
-	return set, unset
 }

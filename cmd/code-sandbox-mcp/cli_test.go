@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
@@ -149,7 +150,7 @@ func TestExecConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ec := execConfig(cfg, envMap(map[string]string{"SET": "v=1", "EMPTY": "", "OTHER": "no"}), nil)
+	ec := app.ExecConfig(cfg, envMap(map[string]string{"SET": "v=1", "EMPTY": "", "OTHER": "no"}), nil)
 	if want := []string{"SET=v=1", "EMPTY="}; !slices.Equal(ec.PassEnv, want) {
 		t.Errorf("PassEnv = %q; want %q (only listed variables that are set)", ec.PassEnv, want)
 	}
@@ -286,5 +287,20 @@ func TestHTTPFlagsOnlyWhereTheyServe(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr.String(), tc.stderrPart) {
 			t.Errorf("%q: exit %d, stderr %q; want %d and stderr with %q", tc.args, code, stderr.String(), exitUsage, tc.stderrPart)
 		}
+	}
+}
+
+func TestAuditLogFlag(t *testing.T) {
+	g, _ := parseGlobals(t, "--audit-log", "/tmp/x/audit.log")
+	cfg, err := loadConfig(g, envMap(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Audit.Path != "/tmp/x/audit.log" {
+		t.Errorf("[audit] path %q; want the flag's", cfg.Audit.Path)
+	}
+	g, _ = parseGlobals(t, "--audit-log", "/tmp/dir/")
+	if _, err := loadConfig(g, envMap(nil)); err == nil || !strings.Contains(err.Error(), "audit.path") {
+		t.Errorf("a directory as --audit-log: %v; want an audit.path error", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,8 +15,12 @@ import (
 	"strings"
 	"time"
 
+	containerd "github.com/containerd/containerd/v2/client"
+
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/exec"
 	sandboxoci "code-sandbox-mcp/oci"
 )
@@ -51,6 +56,22 @@ func (c *checker) skip(what, why string) {
 	fmt.Fprintf(c.w, "SKIP  %s: %s\n", what, why)
 }
 
+// doctor runs doctor's checks; it fails if any does.
+func (iv *invocation) doctor(ctx context.Context, sub *flag.FlagSet, args []string) int {
+	if err := sub.Parse(args); err != nil {
+		return exitUsage
+	}
+	cfg, err := loadConfig(*iv.g, iv.env)
+	if err != nil {
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
+		return exitUsage
+	}
+	if !doctor(ctx, cfg, iv.env, iv.stdout, iv.logger()) {
+		return exitFailure
+	}
+	return exitOK
+}
+
 // doctor checks this host and configuration, and runs hello world in each
 // language. It reports whether every check passed.
 func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer, logger *slog.Logger) bool {
@@ -62,7 +83,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 	checkSeccomp(c)
 	checkUIDs(c, cfg)
 
-	client, err := exec.Dial(ctx, addr, ns)
+	client, err := images.Dial(ctx, addr, ns)
 	if err != nil {
 		c.fail("containerd socket", err.Error(), "")
 		c.skip("images and hello world", "containerd is not reachable")
@@ -80,14 +101,27 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 		c.ok("containerd version", detail)
 	}
 
-	present := map[string]bool{}
+	present := checkImages(ctx, c, client, cfg)
+	if len(present) == 0 {
+		c.skip("hello world", "no image is present")
+		return !c.failed
+	}
+	checkHelloWorld(ctx, c, cfg, env, present, logger)
+	return !c.failed
+}
+
+// checkImages checks that each language's image is in containerd's
+// store, and whether it is unpacked; it returns the languages whose image
+// is there.
+func checkImages(ctx context.Context, c *checker, client *containerd.Client, cfg *config.Config) (present map[string]bool) {
+	present = map[string]bool{}
 	for _, name := range cfg.Names() {
 		l := cfg.Languages[name]
 		what := "image " + name
 		img, err := client.GetImage(ctx, l.Image)
 		if err != nil {
-			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, ns, err),
-				fmt.Sprintf("import it: `%s` (`make setup` builds and imports the default images)", importHint(cfg)))
+			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, cfg.Containerd.Namespace, err),
+				fmt.Sprintf("import it: `%s` (`make setup` builds and imports the default images)", app.ImportHint(cfg)))
 			continue
 		}
 		present[name] = true
@@ -101,15 +135,16 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 			c.ok(what, l.Image+" present and unpacked")
 		}
 	}
+	return present
+}
 
-	if len(present) == 0 {
-		c.skip("hello world", "no image is present")
-		return !c.failed
-	}
-	ex, err := exec.New(ctx, oneShot(execConfig(cfg, env, logger)))
+// checkHelloWorld runs hello world in each language whose image is
+// present, on an executor of its own.
+func checkHelloWorld(ctx context.Context, c *checker, cfg *config.Config, env lookupFunc, present map[string]bool, logger *slog.Logger) {
+	ex, err := exec.New(ctx, oneShot(app.ExecConfig(cfg, env, logger)))
 	if err != nil {
 		c.fail("executor", err.Error(), "")
-		return !c.failed
+		return
 	}
 	defer ex.Close()
 	if err := ex.Prepare(ctx); err != nil {
@@ -140,7 +175,6 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 			c.ok(what, fmt.Sprintf("%s in %s (run %s)", want, took, res.Duration.Round(time.Millisecond)))
 		}
 	}
-	return !c.failed
 }
 
 // helloWorld returns a program printing a known line for the interpreters

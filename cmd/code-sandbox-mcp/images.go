@@ -13,8 +13,8 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 
+	"code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/containers/ociarchive"
-	"code-sandbox-mcp/exec"
 )
 
 const imagesUsage = `usage:
@@ -26,6 +26,21 @@ const imagesUsage = `usage:
   images pack --rootfs ROOTFS.tar --ref REF [--env K=V]... [--workdir DIR] [--user U] [--cmd ARG]... --out OUT.tar
                           pack a root file system tar into an OCI image archive (needs no containerd)
 `
+
+// images runs an images verb; it parses its own verbs and flags, and the
+// global flags come before it.
+func (iv *invocation) images(ctx context.Context, args []string) int {
+	cfg, err := loadConfig(*iv.g, iv.env)
+	if err != nil {
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
+		return exitUsage
+	}
+	if err := imagesCommand(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace, args, iv.stdout, iv.stderr); err != nil {
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
+		return exitFailure
+	}
+	return exitOK
+}
 
 // imagesCommand runs the images verbs: import and list talk to containerd
 // at address in namespace; pack works offline. Results go to stdout,
@@ -77,7 +92,7 @@ func imagesImport(ctx context.Context, address, namespace string, args []string,
 		fs.Usage()
 		return errors.New("no archive given; name one or more OCI image archives")
 	}
-	c, err := exec.Dial(ctx, address, namespace)
+	c, err := images.Dial(ctx, address, namespace)
 	if err != nil {
 		return err
 	}
@@ -98,7 +113,7 @@ func importFile(ctx context.Context, c *containerd.Client, name string, unpack b
 		return err
 	}
 	defer f.Close()
-	refs, err := exec.ImportArchive(ctx, c, f)
+	refs, err := images.Import(ctx, c, f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
@@ -126,12 +141,12 @@ func imagesList(ctx context.Context, address, namespace string, args []string, s
 		fs.Usage()
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	c, err := exec.Dial(ctx, address, namespace)
+	c, err := images.Dial(ctx, address, namespace)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	infos, err := exec.ListImages(ctx, c)
+	infos, err := images.List(ctx, c)
 	if err != nil {
 		return err
 	}

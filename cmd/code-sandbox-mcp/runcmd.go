@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
@@ -22,105 +22,138 @@ import (
 // runCommand is `run`: one program, its stdout to stdout and its stderr to
 // stderr, a summary of anything unusual on stderr, and its exit status as
 // ours (see usage for the statuses of our own).
-func runCommand(ctx context.Context, g *globals, fs *flag.FlagSet, args []string, env lookupFunc, stdin io.Reader, stdout, stderr io.Writer, newLogger func() *slog.Logger) int {
-	var (
-		lang       string
-		code       string
-		timeout    time.Duration
-		fileValues []string
-		outDir     string
-	)
-	codeSet := false
-	fs.StringVar(&lang, "language", "", "the language: python, javascript or another configured one")
-	fs.Func("code", "the program's `source` (instead of FILE or -)", func(s string) error {
-		code, codeSet = s, true
-		return nil
-	})
-	fs.DurationVar(&timeout, "timeout", 0, "wall-clock limit, such as 10s (default: the language's)")
-	fs.Func("file", fileUsage, func(s string) error {
-		fileValues = append(fileValues, s)
-		return nil
-	})
-	fs.StringVar(&outDir, "out", "", "save the output files (those the program wrote or changed in its working directory) beneath `DIR`, created if missing")
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: code-sandbox-mcp run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR] [--code STRING | FILE | -]")
-		fs.PrintDefaults()
+func runCommand(ctx context.Context, iv *invocation, fs *flag.FlagSet, args []string) int {
+	var rf runFlags
+	if status, ok := rf.parse(fs, args, iv.stderr); !ok {
+		return status
 	}
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
-	}
-	logger := newLogger()
-	cfg, err := loadConfig(*g, env)
+	logger := iv.logger()
+	cfg, err := loadConfig(*iv.g, iv.env)
 	if err != nil {
-		fmt.Fprintf(stderr, "code-sandbox-mcp: %v\n", err)
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
 		return exitUsage
 	}
-	if lang == "" {
-		fmt.Fprintf(stderr, "code-sandbox-mcp run: --language is required: %s\n", strings.Join(cfg.Names(), ", "))
-		return exitUsage
-	}
-	if l, ok := cfg.Languages[lang]; !ok || l.Disabled {
-		fmt.Fprintf(stderr, "code-sandbox-mcp run: unknown language %q; want one of %s\n", lang, strings.Join(cfg.Names(), ", "))
-		return exitUsage
-	}
-	l, _ := cfg.Language(lang)
-	lim := l.Limits
-	rest := fs.Args()
-	switch {
-	case codeSet && len(rest) > 0:
-		fmt.Fprintln(stderr, "code-sandbox-mcp run: give the program with --code or as FILE (or - for stdin), not both")
-		return exitUsage
-	case codeSet:
-	case len(rest) == 1:
-		var data []byte
-		if rest[0] == "-" {
-			data, err = io.ReadAll(stdin)
-		} else {
-			data, err = os.ReadFile(rest[0])
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
-			return exitUsage
-		}
-		code = string(data)
-	default:
-		fmt.Fprintln(stderr, "code-sandbox-mcp run: give the program with --code STRING, as FILE, or - to read stdin")
-		return exitUsage
-	}
-	files, err := readFileFlags(fileValues, lim.FilesInBytes)
+	req, lim, err := rf.request(cfg, iv.stdin)
 	if err != nil {
-		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp run: %v\n", err)
 		return exitUsage
 	}
 	var out *os.Root
-	if outDir != "" {
-		if out, err = openOut(outDir); err != nil {
-			fmt.Fprintf(stderr, "code-sandbox-mcp run: --out: %v\n", err)
+	if rf.outDir != "" {
+		if out, err = openOut(rf.outDir); err != nil {
+			fmt.Fprintf(iv.stderr, "code-sandbox-mcp run: --out: %v\n", err)
 			return exitUsage
 		}
 		defer out.Close()
 	}
 
-	ex, err := exec.New(ctx, oneShot(execConfig(cfg, env, logger), lang))
+	ex, err := exec.New(ctx, oneShot(app.ExecConfig(cfg, iv.env, logger), req.Language))
 	if err != nil {
-		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp run: %v\n", err)
 		return exitSandbox
 	}
 	defer ex.Close()
 	if err := ex.Prepare(ctx); err != nil {
 		logger.Warn("preparing the sandboxes", "err", err)
 	}
-	res, err := ex.Run(ctx, exec.Request{Language: lang, Code: code, Timeout: timeout, Files: files})
+	res, err := ex.Run(ctx, req)
 	if err != nil {
-		fmt.Fprintf(stderr, "code-sandbox-mcp run: %v\n", err)
+		fmt.Fprintf(iv.stderr, "code-sandbox-mcp run: %v\n", err)
 		if hint := runHint(cfg, err); hint != "" {
-			fmt.Fprintf(stderr, "code-sandbox-mcp run: %s\n", hint)
+			fmt.Fprintf(iv.stderr, "code-sandbox-mcp run: %s\n", hint)
 		}
 		return runErrorStatus(err)
 	}
+	return report(res, lim, out, rf.outDir, iv.stdout, iv.stderr)
+}
+
+// runFlags are run's own flags.
+type runFlags struct {
+	lang    string
+	code    string
+	codeSet bool
+	timeout time.Duration
+	files   []string // --file values
+	outDir  string
+	// rest are the arguments after the flags: FILE or -, if any.
+	rest []string
+}
+
+// parse parses run's flags in args, with fs's global ones; ok is false if
+// run is to exit with status now.
+func (r *runFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (status int, ok bool) {
+	fs.StringVar(&r.lang, "language", "", "the language: python, javascript or another configured one")
+	fs.Func("code", "the program's `source` (instead of FILE or -)", func(s string) error {
+		r.code, r.codeSet = s, true
+		return nil
+	})
+	fs.DurationVar(&r.timeout, "timeout", 0, "wall-clock limit, such as 10s (default: the language's)")
+	fs.Func("file", fileUsage, func(s string) error {
+		r.files = append(r.files, s)
+		return nil
+	})
+	fs.StringVar(&r.outDir, "out", "", "save the output files (those the program wrote or changed in its working directory) beneath `DIR`, created if missing")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: code-sandbox-mcp run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR] [--code STRING | FILE | -]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK, false
+		}
+		return exitUsage, false
+	}
+	r.rest = fs.Args()
+	return exitOK, true
+}
+
+// request is what the flags ask the executor to run, and the limits of
+// its language: it checks the language, and reads the program (--code,
+// FILE or stdin) and the --file files.
+func (r *runFlags) request(cfg *config.Config, stdin io.Reader) (exec.Request, config.Limits, error) {
+	if r.lang == "" {
+		return exec.Request{}, config.Limits{}, fmt.Errorf("--language is required: %s", strings.Join(cfg.Names(), ", "))
+	}
+	if l, ok := cfg.Languages[r.lang]; !ok || l.Disabled {
+		return exec.Request{}, config.Limits{}, fmt.Errorf("unknown language %q; want one of %s", r.lang, strings.Join(cfg.Names(), ", "))
+	}
+	l, _ := cfg.Language(r.lang)
+	code, err := r.program(stdin)
+	if err != nil {
+		return exec.Request{}, config.Limits{}, err
+	}
+	files, err := readFileFlags(r.files, l.Limits.FilesInBytes)
+	if err != nil {
+		return exec.Request{}, config.Limits{}, err
+	}
+	return exec.Request{Language: r.lang, Code: code, Timeout: r.timeout, Files: files}, l.Limits, nil
+}
+
+// program is the program's source: --code's, or FILE's, or stdin's for -.
+func (r *runFlags) program(stdin io.Reader) (string, error) {
+	switch {
+	case r.codeSet && len(r.rest) > 0:
+		return "", errors.New("give the program with --code or as FILE (or - for stdin), not both")
+	case r.codeSet:
+		return r.code, nil
+	case len(r.rest) == 1:
+		var data []byte
+		var err error
+		if r.rest[0] == "-" {
+			data, err = io.ReadAll(stdin)
+		} else {
+			data, err = os.ReadFile(r.rest[0])
+		}
+		return string(data), err
+	default:
+		return "", errors.New("give the program with --code STRING, as FILE, or - to read stdin")
+	}
+}
+
+// report writes the program's stdout and stderr, a line on stderr for
+// anything unusual, and saves the output files beneath out (--out, at
+// outDir; nil without it); it returns run's exit status.
+func report(res *exec.Result, lim config.Limits, out *os.Root, outDir string, stdout, stderr io.Writer) int {
 	stdout.Write(res.Stdout)
 	stderr.Write(res.Stderr)
 	filesLine := out != nil || len(res.Files) > 0 || res.FilesDropped > 0
@@ -191,11 +224,11 @@ func runErrorStatus(err error) int {
 func runHint(cfg *config.Config, err error) string {
 	switch {
 	case errors.Is(err, exec.ErrNotAnswering):
-		return "retry in a moment; if it persists, diagnose the set-up: `" + doctorHint(cfg) + "`"
+		return "retry in a moment; if it persists, diagnose the set-up: `" + app.DoctorHint(cfg) + "`"
 	case errdefs.IsNotFound(err):
-		return "import the image: `" + importHint(cfg) + "`"
+		return "import the image: `" + app.ImportHint(cfg) + "`"
 	case errdefs.IsFailedPrecondition(err), errdefs.IsUnavailable(err), errdefs.IsPermissionDenied(err):
-		return "diagnose the set-up: `" + doctorHint(cfg) + "`"
+		return "diagnose the set-up: `" + app.DoctorHint(cfg) + "`"
 	}
 	return ""
 }

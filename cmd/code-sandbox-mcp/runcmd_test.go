@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/containerd/errdefs"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/app"
+	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
 
@@ -49,6 +53,26 @@ func TestRunErrorStatus(t *testing.T) {
 	} {
 		if got := runErrorStatus(tc.err); got != tc.want {
 			t.Errorf("runErrorStatus(%v) = %d; want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+// runHint names, by the error's class, the same commands as the server
+// tells a model: those of the configured containerd.
+func TestRunHint(t *testing.T) {
+	cfg := config.Default()
+	cfg.Containerd.Address, cfg.Containerd.Namespace = "/run/other.sock", "mine"
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("image x: %w", errdefs.ErrNotFound), app.ImportHint(cfg)},
+		{fmt.Errorf("no python: %w", errdefs.ErrFailedPrecondition), app.DoctorHint(cfg)},
+		{fmt.Errorf("socket: %w", errdefs.ErrUnavailable), app.DoctorHint(cfg)},
+		{errors.New("shim died"), ""},
+	} {
+		if got := runHint(cfg, tc.err); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
+			t.Errorf("runHint(%v) = %q; want one with %q", tc.err, got, tc.want)
 		}
 	}
 }

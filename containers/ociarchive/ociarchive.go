@@ -30,9 +30,9 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
-// AnnotationImageName is the index annotation containerd's importer takes
+// annotationImageName is the index annotation containerd's importer takes
 // as the image's name in its image store.
-const AnnotationImageName = "io.containerd.image.name"
+const annotationImageName = "io.containerd.image.name"
 
 // dockerManifestFile is the docker-archive manifest at the archive's root,
 // the file `docker load` reads.
@@ -91,6 +91,42 @@ func Pack(w io.Writer, rootfs io.Reader, img Image) error {
 	defer layer.close()
 
 	platform := ocispec.Platform{Architecture: runtime.GOARCH, OS: "linux"}
+	config, err := configBlob(img, platform, layer.digest)
+	if err != nil {
+		return err
+	}
+	manifest, err := manifestBlob(config.desc, layer, platform, named, tag)
+	if err != nil {
+		return err
+	}
+	index, err := json.Marshal(ocispec.Index{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageIndex,
+		Manifests: []ocispec.Descriptor{manifest.desc},
+	})
+	if err != nil {
+		return fmt.Errorf("encode index: %w", err)
+	}
+	docker, err := json.Marshal([]dockerManifest{{
+		Config:   blobPath(config.desc.Digest),
+		RepoTags: []string{familiar},
+		Layers:   []string{blobPath(layer.digest)},
+	}})
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", dockerManifestFile, err)
+	}
+	return writeArchive(w, layer, []jsonBlob{config, manifest}, index, docker)
+}
+
+// jsonBlob is a JSON blob of the archive (a config, a manifest) and its
+// descriptor.
+type jsonBlob struct {
+	data []byte
+	desc ocispec.Descriptor
+}
+
+// configBlob is img's config, on platform, whose one layer has diffID.
+func configBlob(img Image, platform ocispec.Platform, diffID digest.Digest) (jsonBlob, error) {
 	config := ocispec.Image{
 		Platform: platform,
 		Config: ocispec.ImageConfig{
@@ -103,60 +139,49 @@ func Pack(w io.Writer, rootfs io.Reader, img Image) error {
 		},
 		RootFS: ocispec.RootFS{
 			Type:    "layers",
-			DiffIDs: []digest.Digest{layer.digest},
+			DiffIDs: []digest.Digest{diffID},
 		},
 	}
 	if !img.Created.IsZero() {
 		created := img.Created.UTC()
 		config.Created = &created
 	}
-	configJSON, configDesc, err := marshalBlob(ocispec.MediaTypeImageConfig, config)
-	if err != nil {
-		return err
-	}
+	data, desc, err := marshalBlob(ocispec.MediaTypeImageConfig, config)
+	return jsonBlob{data, desc}, err
+}
 
-	manifest := ocispec.Manifest{
+// manifestBlob is the manifest of the config and the one layer, its
+// descriptor annotated with the image's name (as containerd reads it)
+// and tag (as the OCI layout does).
+func manifestBlob(config ocispec.Descriptor, layer *spooled, platform ocispec.Platform, named, tag string) (jsonBlob, error) {
+	data, desc, err := marshalBlob(ocispec.MediaTypeImageManifest, ocispec.Manifest{
 		Versioned: specs.Versioned{SchemaVersion: 2},
 		MediaType: ocispec.MediaTypeImageManifest,
-		Config:    configDesc,
+		Config:    config,
 		Layers: []ocispec.Descriptor{{
 			MediaType: ocispec.MediaTypeImageLayer,
 			Digest:    layer.digest,
 			Size:      layer.size,
 		}},
-	}
-	manifestJSON, manifestDesc, err := marshalBlob(ocispec.MediaTypeImageManifest, manifest)
+	})
 	if err != nil {
-		return err
+		return jsonBlob{}, err
 	}
-	manifestDesc.Platform = &platform
-	manifestDesc.Annotations = map[string]string{
-		AnnotationImageName:       named,
+	desc.Platform = &platform
+	desc.Annotations = map[string]string{
+		annotationImageName:       named,
 		ocispec.AnnotationRefName: tag,
 	}
+	return jsonBlob{data, desc}, nil
+}
 
-	index := ocispec.Index{
-		Versioned: specs.Versioned{SchemaVersion: 2},
-		MediaType: ocispec.MediaTypeImageIndex,
-		Manifests: []ocispec.Descriptor{manifestDesc},
-	}
-	indexJSON, err := json.Marshal(index)
-	if err != nil {
-		return fmt.Errorf("encode index: %w", err)
-	}
+// writeArchive writes the archive's tar to w: the oci-layout file, the
+// layer and the small blobs, the index, and the docker-archive manifest.
+func writeArchive(w io.Writer, layer *spooled, blobs []jsonBlob, index, docker []byte) error {
 	layoutJSON, err := json.Marshal(ocispec.ImageLayout{Version: ocispec.ImageLayoutVersion})
 	if err != nil {
 		return fmt.Errorf("encode oci-layout: %w", err)
 	}
-	dockerJSON, err := json.Marshal([]dockerManifest{{
-		Config:   blobPath(configDesc.Digest),
-		RepoTags: []string{familiar},
-		Layers:   []string{blobPath(layer.digest)},
-	}})
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", dockerManifestFile, err)
-	}
-
 	tw := tar.NewWriter(w)
 	for _, dir := range []string{"blobs/", "blobs/sha256/"} {
 		if err := tw.WriteHeader(dirHeader(dir)); err != nil {
@@ -173,18 +198,15 @@ func Pack(w io.Writer, rootfs io.Reader, img Image) error {
 	if err := writeFile(tw, blobPath(layer.digest), r, layer.size); err != nil {
 		return err
 	}
-	for _, b := range []struct {
-		data []byte
-		desc ocispec.Descriptor
-	}{{configJSON, configDesc}, {manifestJSON, manifestDesc}} {
+	for _, b := range blobs {
 		if err := writeFile(tw, blobPath(b.desc.Digest), bytes.NewReader(b.data), b.desc.Size); err != nil {
 			return err
 		}
 	}
-	if err := writeFile(tw, ocispec.ImageIndexFile, bytes.NewReader(indexJSON), int64(len(indexJSON))); err != nil {
+	if err := writeFile(tw, ocispec.ImageIndexFile, bytes.NewReader(index), int64(len(index))); err != nil {
 		return err
 	}
-	if err := writeFile(tw, dockerManifestFile, bytes.NewReader(dockerJSON), int64(len(dockerJSON))); err != nil {
+	if err := writeFile(tw, dockerManifestFile, bytes.NewReader(docker), int64(len(docker))); err != nil {
 		return err
 	}
 	if err := tw.Close(); err != nil {

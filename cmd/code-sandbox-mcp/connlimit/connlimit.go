@@ -102,9 +102,9 @@ func (l *Listener) Accept() (net.Conn, error) {
 	}
 }
 
-// Open returns how many connections the listener has returned that are
+// inUse returns how many connections the listener has returned that are
 // not closed yet.
-func (l *Listener) Open() int {
+func (l *Listener) inUse() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.open

@@ -98,9 +98,9 @@ func refusedWith(t *testing.T, c net.Conn) string {
 func waitOpen(t *testing.T, l *Listener, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for l.Open() != n {
+	for l.inUse() != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d connections open after 5s; want %d", l.Open(), n)
+			t.Fatalf("%d connections open after 5s; want %d", l.inUse(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -142,7 +142,7 @@ func TestListenerBounds(t *testing.T) {
 	waitOpen(t, s.l, 2)
 	s.dial(t, "127.0.0.1")
 	s.accept(t)
-	if n := s.l.Open(); n != 3 {
+	if n := s.l.inUse(); n != 3 {
 		t.Errorf("%d connections open; want 3", n)
 	}
 }
@@ -169,7 +169,7 @@ func TestListenerNoBounds(t *testing.T) {
 		s.dial(t, "127.0.0.1")
 		s.accept(t)
 	}
-	if n, r := s.l.Open(), s.reasons(); n != 20 || len(r) != 0 {
+	if n, r := s.l.inUse(), s.reasons(); n != 20 || len(r) != 0 {
 		t.Errorf("%d open, refused %v; want 20 open and none refused without bounds", n, r)
 	}
 }
@@ -258,7 +258,7 @@ func TestListenerReleasesWhatHTTPCloses(t *testing.T) {
 	t.Run("timeouts and hijack", func(t *testing.T) {
 		l, base := serve(t, &http.Server{IdleTimeout: 500 * time.Millisecond, ReadHeaderTimeout: 500 * time.Millisecond})
 		get(t, base+"/")
-		if n := l.Open(); n != 1 {
+		if n := l.inUse(); n != 1 {
 			t.Fatalf("%d connections open after a GET; want its one, idle", n)
 		}
 		waitOpen(t, l, 0) // the idle timeout

@@ -44,7 +44,7 @@ func Require(t *Tokens, next http.Handler, onFailure func(r *http.Request, reaso
 			unauthorized(w, reason)
 			return
 		}
-		r = r.WithContext(WithPrincipal(r.Context(), name))
+		r = r.WithContext(withPrincipal(r.Context(), name))
 		r.Header = r.Header.Clone()
 		r.Header.Del("Authorization")
 		next.ServeHTTP(w, r)
@@ -106,13 +106,13 @@ func unauthorized(w http.ResponseWriter, reason string) {
 // principalKey is the context key of the principal.
 type principalKey struct{}
 
-// WithPrincipal returns a copy of ctx whose principal is name: the client
+// withPrincipal returns a copy of ctx whose principal is name: the client
 // on whose behalf the request is made.
-func WithPrincipal(ctx context.Context, name string) context.Context {
+func withPrincipal(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, principalKey{}, name)
 }
 
-// Principal returns the principal WithPrincipal put in ctx, and whether
+// Principal returns the principal withPrincipal put in ctx, and whether
 // there is one.
 func Principal(ctx context.Context) (string, bool) {
 	name, ok := ctx.Value(principalKey{}).(string)

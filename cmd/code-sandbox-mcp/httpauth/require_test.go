@@ -118,7 +118,7 @@ func TestPrincipal(t *testing.T) {
 	if name, ok := Principal(context.Background()); ok {
 		t.Errorf("Principal of a bare context: got %q; want none", name)
 	}
-	if name, ok := Principal(WithPrincipal(context.Background(), "local")); !ok || name != "local" {
+	if name, ok := Principal(withPrincipal(context.Background(), "local")); !ok || name != "local" {
 		t.Errorf("Principal: got %q, %v; want local, true", name, ok)
 	}
 }

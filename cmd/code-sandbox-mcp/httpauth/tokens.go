@@ -194,14 +194,14 @@ func Line(name, token string) string {
 	return name + " " + hex.EncodeToString(sum[:])
 }
 
-// ErrNameTaken is the error of Append when the file already has a client
+// errNameTaken is the error of Append when the file already has a client
 // of that name.
-var ErrNameTaken = errors.New("name already in the token file")
+var errNameTaken = errors.New("name already in the token file")
 
 // Append adds the line of the client name with token to the token file at
 // path, creating the file with mode 0600 if it does not exist, and syncs
 // it. It refuses, changing nothing, a file that Load would refuse for its
-// mode or a malformed line, and a name (ErrNameTaken) or token the file
+// mode or a malformed line, and a name (errNameTaken) or token the file
 // already has. Appends from two processes at once are not serialised.
 func Append(path, name, token string) error {
 	if err := CheckName(name); err != nil {
@@ -225,7 +225,7 @@ func Append(path, name, token string) error {
 	sum := sha256.Sum256([]byte(token))
 	for _, e := range entries {
 		if e.name == name {
-			return fmt.Errorf("%s: %s: %w; pick another name, or remove its line to replace its token", path, name, ErrNameTaken)
+			return fmt.Errorf("%s: %s: %w; pick another name, or remove its line to replace its token", path, name, errNameTaken)
 		}
 		if e.sum == sum {
 			return fmt.Errorf("%s: the token is already in the file", path)

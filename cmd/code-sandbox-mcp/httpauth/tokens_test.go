@@ -151,8 +151,8 @@ func TestAppend(t *testing.T) {
 		t.Fatalf("second Append: %v", err)
 	}
 	err = Append(path, "alice", "tok-c")
-	if !errors.Is(err, ErrNameTaken) {
-		t.Errorf("Append of a name already there: got %v; want ErrNameTaken", err)
+	if !errors.Is(err, errNameTaken) {
+		t.Errorf("Append of a name already there: got %v; want errNameTaken", err)
 	}
 	if err := Append(path, "carol", "tok-a"); err == nil {
 		t.Error("Append of a token already there: got no error")

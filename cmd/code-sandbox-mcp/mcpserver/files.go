@@ -18,15 +18,15 @@ import (
 	"code-sandbox-mcp/exec"
 )
 
-// FilesURITemplate is the URI template of a run's output files, which
+// filesURITemplate is the URI template of a run's output files, which
 // resources/templates/list gives. A file's URI is the template with the
 // run's id and the file's path, each segment of the path percent-encoded
 // and its slashes kept, such as sandbox://runs/3f…/files/figures/figure-1.png.
 // resources/read also takes the path as RFC 6570 expands {path}, its
 // slashes encoded as %2F.
-const FilesURITemplate = "sandbox://runs/{run_id}/files/{path}"
+const filesURITemplate = "sandbox://runs/{run_id}/files/{path}"
 
-// runsURIPrefix begins every URI of FilesURITemplate.
+// runsURIPrefix begins every URI of filesURITemplate.
 const runsURIPrefix = "sandbox://runs/"
 
 // What a kept file and a kept run cost the store beyond their bytes. The
@@ -224,7 +224,7 @@ func newRunID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// fileURI is the URI of the file at path of the run id: FilesURITemplate
+// fileURI is the URI of the file at path of the run id: filesURITemplate
 // with each of the path's segments percent-encoded and its slashes kept.
 func fileURI(id, path string) string {
 	segs := strings.Split(path, "/")
@@ -235,7 +235,7 @@ func fileURI(id, path string) string {
 }
 
 // templateURI is the URI of the file at path of the run id as RFC 6570
-// expands FilesURITemplate: its slashes encoded too.
+// expands filesURITemplate: its slashes encoded too.
 func templateURI(id, path string) string {
 	return runsURIPrefix + escapeUnreserved(id) + "/files/" + escapeUnreserved(path)
 }
@@ -293,7 +293,7 @@ func matchFileTemplate(_ context.Context, _ any, req *mcp.ReadResourceRequest) {
 	}
 }
 
-// readFile is the resources/read handler of FilesURITemplate: the file as
+// readFile is the resources/read handler of filesURITemplate: the file as
 // text if it is UTF-8 of a textual type, else as a base64 blob, under the
 // URI the run's result gave it. Another principal's file gets the error
 // of an expired or unknown one, word for word, so that a URI does not
@@ -301,7 +301,7 @@ func matchFileTemplate(_ context.Context, _ any, req *mcp.ReadResourceRequest) {
 func (s *fileStore) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	id, path, ok := parseFileURI(req.Params.URI)
 	if !ok {
-		return nil, fmt.Errorf("%s is not a file's URI: want %s", req.Params.URI, FilesURITemplate)
+		return nil, fmt.Errorf("%s is not a file's URI: want %s", req.Params.URI, filesURITemplate)
 	}
 	uri := fileURI(id, path)
 	data, ok := s.get(s.owner(ctx), id, path)

@@ -220,9 +220,9 @@ func TestFileURIRoundTrip(t *testing.T) {
 		}
 		// RFC 6570 expands the template to templateURI, which mcp-go's
 		// matcher takes.
-		tmpl := mcp.NewResourceTemplate(FilesURITemplate, "x").URITemplate
+		tmpl := mcp.NewResourceTemplate(filesURITemplate, "x").URITemplate
 		if u := templateURI(id, tc.path); !tmpl.Regexp().MatchString(u) {
-			t.Errorf("%s does not match %s", u, FilesURITemplate)
+			t.Errorf("%s does not match %s", u, filesURITemplate)
 		}
 	}
 	for _, bad := range []string{"sandbox://environments", "sandbox://runs/", "sandbox://runs/x", "sandbox://runs/x/files/", "sandbox://runs//files/a", "sandbox://runs/x/files/%zz", "file:///etc/passwd"} {
@@ -393,8 +393,8 @@ func TestReadFileResource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(templates.ResourceTemplates) != 1 || templates.ResourceTemplates[0].URITemplate.Raw() != FilesURITemplate {
-		t.Errorf("templates %+v; want exactly %s", templates.ResourceTemplates, FilesURITemplate)
+	if len(templates.ResourceTemplates) != 1 || templates.ResourceTemplates[0].URITemplate.Raw() != filesURITemplate {
+		t.Errorf("templates %+v; want exactly %s", templates.ResourceTemplates, filesURITemplate)
 	}
 
 	res, err := c.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "x"}}})
@@ -522,7 +522,7 @@ func TestEnvironmentsFiles(t *testing.T) {
 		l.FilesOutBytes != 32<<20 || l.MaxFilesOut != 100 || l.MaxImages != 4 || l.ImageBytes != 1<<20 {
 		t.Errorf("python limits %+v", l)
 	}
-	if env.Files != (filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: 900, RetentionBytes: 256 << 20, RetentionBytesPerClient: 256 << 20}) {
+	if env.Files != (filesOutput{URITemplate: filesURITemplate, RetentionSeconds: 900, RetentionBytes: 256 << 20, RetentionBytesPerClient: 256 << 20}) {
 		t.Errorf("files %+v", env.Files)
 	}
 }

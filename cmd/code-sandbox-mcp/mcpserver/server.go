@@ -2,7 +2,7 @@
 // server that offers one tool per language and the environments resource,
 // validates a call's arguments and files, hands the program to a RunFunc
 // and turns what came back into a result a model can read and act on,
-// keeping the run's output files for a while behind FilesURITemplate,
+// keeping the run's output files for a while behind filesURITemplate,
 // whose resources/read it serves. What it says
 // about a sandbox (network, writable paths, memory, CPUs, processes) is
 // read back from the OCI spec package oci generates for the language. It
@@ -27,8 +27,8 @@ import (
 	"code-sandbox-mcp/oci"
 )
 
-// EnvironmentsURI is the resource that lists the configured languages.
-const EnvironmentsURI = "sandbox://environments"
+// environmentsURI is the resource that lists the configured languages.
+const environmentsURI = "sandbox://environments"
 
 // serverName is the name the server gives at initialize.
 const serverName = "code-sandbox-mcp"
@@ -104,7 +104,7 @@ func (o Options) fileStore() *fileStore {
 
 // New builds the MCP server: one tool per language in langs, each running
 // its programs through run, the environments resource and the template of
-// the runs' output files (FilesURITemplate), kept as o says. What both say
+// the runs' output files (filesURITemplate), kept as o says. What both say
 // about a language's sandbox is read from the OCI spec its limits
 // generate; an error means a language's spec cannot be generated. opts
 // are applied after the server's own options, so a caller can override
@@ -144,14 +144,14 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		sess.addTools(s, o)
 	}
 	s.AddResourceTemplate(
-		mcp.NewResourceTemplate(FilesURITemplate, "run files",
+		mcp.NewResourceTemplate(filesURITemplate, "run files",
 			mcp.WithTemplateDescription(fmt.Sprintf("A file a run left in %s, which its tool result links to; kept for %s after the run (file_retention), %s, names included, a client's oldest run evicted first.",
 				oci.WorkspaceDir, store.keep, store.bound())),
 		),
 		store.readFile,
 	)
 	s.AddResource(
-		mcp.NewResource(EnvironmentsURI, "environments",
+		mcp.NewResource(environmentsURI, "environments",
 			mcp.WithResourceDescription("The languages this server runs: tool, image, command and limits of each."),
 			mcp.WithMIMEType("application/json"),
 		),
@@ -161,7 +161,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 				return nil, err
 			}
 			return []mcp.ResourceContents{mcp.TextResourceContents{
-				URI: EnvironmentsURI, MIMEType: "application/json", Text: string(data),
+				URI: environmentsURI, MIMEType: "application/json", Text: string(data),
 			}}, nil
 		},
 	)
@@ -178,8 +178,8 @@ func instructions(sandboxes []sandbox, sess *sessions) string {
 	}
 	s := "Runs code in " + kind + " sandboxes: one tool per language. " +
 		"Print the results you need; each call starts from scratch. " +
-		"The resource " + EnvironmentsURI + " lists the languages, images and limits. " +
-		"Files a program leaves in " + oci.WorkspaceDir + " come back as links to " + FilesURITemplate + "."
+		"The resource " + environmentsURI + " lists the languages, images and limits. " +
+		"Files a program leaves in " + oci.WorkspaceDir + " come back as links to " + filesURITemplate + "."
 	if sess != nil {
 		s += " To keep state across calls (names, imports, " + oci.WorkspaceDir + "), " + createSessionTool +
 			" starts a session of " + sess.names() + " whose session_id the language's tool takes; files in and out still work per call, " +
@@ -272,7 +272,7 @@ type filesOutput struct {
 func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions) environmentsOutput {
 	out := environmentsOutput{
 		Server: serverName, Version: version, Languages: map[string]environment{},
-		Files: filesOutput{URITemplate: FilesURITemplate, RetentionSeconds: store.keep.Seconds(),
+		Files: filesOutput{URITemplate: filesURITemplate, RetentionSeconds: store.keep.Seconds(),
 			RetentionBytes: store.maxBytes, RetentionBytesPerClient: store.share},
 	}
 	if sess != nil {

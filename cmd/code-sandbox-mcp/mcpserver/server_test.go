@@ -220,7 +220,7 @@ func TestToolsListGolden(t *testing.T) {
 // readEnvironments reads the environments resource through c.
 func readEnvironments(t *testing.T, c *client.Client) environmentsOutput {
 	t.Helper()
-	res, err := c.ReadResource(t.Context(), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: EnvironmentsURI}})
+	res, err := c.ReadResource(t.Context(), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: environmentsURI}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,31 +29,31 @@ const namespace = "code_sandbox"
 // The outcomes of a run, the outcome label of code_sandbox_runs_total: a
 // closed set, in the order Outcome tests them.
 const (
-	// OutcomeCancelled: the caller went away (or cancelled the call)
+	// outcomeCancelled: the caller went away (or cancelled the call)
 	// before the program finished; there is no result.
-	OutcomeCancelled = "cancelled"
-	// OutcomeRefused: the request was refused before anything ran (an
+	outcomeCancelled = "cancelled"
+	// outcomeRefused: the request was refused before anything ran (an
 	// invalid argument, an unknown session): the caller's fault.
-	OutcomeRefused = "refused"
-	// OutcomeFailed: the server could not run the program (containerd,
+	outcomeRefused = "refused"
+	// outcomeFailed: the server could not run the program (containerd,
 	// the image, the sandbox, no free uid, shutting down): its fault.
-	OutcomeFailed = "failed"
-	// OutcomeTimeout: the program ran past its timeout and was killed.
-	OutcomeTimeout = "timeout"
-	// OutcomeOOM: the program ran out of memory and was killed.
-	OutcomeOOM = "oom"
-	// OutcomeSignal: a signal killed the program, other than for a
+	outcomeFailed = "failed"
+	// outcomeTimeout: the program ran past its timeout and was killed.
+	outcomeTimeout = "timeout"
+	// outcomeOOM: the program ran out of memory and was killed.
+	outcomeOOM = "oom"
+	// outcomeSignal: a signal killed the program, other than for a
 	// timeout or out of memory.
-	OutcomeSignal = "signal"
-	// OutcomeError: the program exited with a non-zero status.
-	OutcomeError = "error"
-	// OutcomeOK: the program exited 0.
-	OutcomeOK = "ok"
+	outcomeSignal = "signal"
+	// outcomeError: the program exited with a non-zero status.
+	outcomeError = "error"
+	// outcomeOK: the program exited 0.
+	outcomeOK = "ok"
 )
 
-// Outcomes lists every outcome, for the HELP text and to start each
+// outcomes lists every outcome, for the HELP text and to start each
 // language's counters at 0.
-var Outcomes = []string{OutcomeOK, OutcomeError, OutcomeSignal, OutcomeTimeout, OutcomeOOM, OutcomeRefused, OutcomeFailed, OutcomeCancelled}
+var outcomes = []string{outcomeOK, outcomeError, outcomeSignal, outcomeTimeout, outcomeOOM, outcomeRefused, outcomeFailed, outcomeCancelled}
 
 // The reasons of code_sandbox_auth_failures_total: a closed set, so no
 // label ever holds what a client sent.
@@ -125,8 +125,27 @@ type Metrics struct {
 // goroutine, memory and open-file counts are the first thing to look at
 // in a server that serves many clients for long.
 func New(version string, languages []string, source func() Source) *Metrics {
+	m := newMetrics()
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: namespace, Name: "build_info",
+		Help: "Always 1; the version label is the server's version.",
+	}, []string{"version"})
+	buildInfo.WithLabelValues(version).Set(1)
+	m.reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.createSeconds, m.createFailures,
+		m.poolTakes, m.queueWait, m.sessionsEnded, m.authFailures, m.connsRefused, buildInfo,
+		&executorCollector{languages: languages, source: source},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	m.zero(languages)
+	return m
+}
+
+// newMetrics returns the metrics' vectors, in a registry that holds none
+// of them yet.
+func newMetrics() *Metrics {
 	lang := []string{"language"}
-	m := &Metrics{
+	return &Metrics{
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "runs_total",
@@ -177,19 +196,13 @@ func New(version string, languages []string, source func() Source) *Metrics {
 				"max_connections (all clients together) or max_connections_per_client (one remote address).",
 		}, []string{"reason"}),
 	}
-	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: namespace, Name: "build_info",
-		Help: "Always 1; the version label is the server's version.",
-	}, []string{"version"})
-	buildInfo.WithLabelValues(version).Set(1)
-	m.reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.createSeconds, m.createFailures,
-		m.poolTakes, m.queueWait, m.sessionsEnded, m.authFailures, m.connsRefused, buildInfo,
-		&executorCollector{languages: languages, source: source},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+}
+
+// zero makes each series of each language, and of each reason, present
+// at 0, so that a rate over it is defined from the start.
+func (m *Metrics) zero(languages []string) {
 	for _, l := range languages {
-		for _, o := range Outcomes {
+		for _, o := range outcomes {
 			m.runs.WithLabelValues(l, o)
 		}
 		m.runDuration.WithLabelValues(l)
@@ -207,11 +220,10 @@ func New(version string, languages []string, source func() Source) *Metrics {
 	for _, r := range connReasons {
 		m.connsRefused.WithLabelValues(r)
 	}
-	return m
 }
 
-// Gatherer returns the registry, for tests and for serving elsewhere.
-func (m *Metrics) Gatherer() prometheus.Gatherer { return m.reg }
+// gatherer returns the registry, for tests and for serving elsewhere.
+func (m *Metrics) gatherer() prometheus.Gatherer { return m.reg }
 
 // Handler serves the metrics in the Prometheus text (or protobuf)
 // exposition format.
@@ -229,31 +241,31 @@ func (m *Metrics) Run(next RunFunc) RunFunc {
 		start := time.Now()
 		res, err := next(ctx, req)
 		m.runDuration.WithLabelValues(req.Language).Observe(time.Since(start).Seconds())
-		m.runs.WithLabelValues(req.Language, Outcome(ctx, res, err)).Inc()
+		m.runs.WithLabelValues(req.Language, outcome(ctx, res, err)).Inc()
 		return res, err
 	}
 }
 
-// Outcome classifies what a run returned, one of Outcomes; ctx is the
+// outcome classifies what a run returned, one of outcomes; ctx is the
 // run's, which tells a cancelled call from a failed one.
-func Outcome(ctx context.Context, res *exec.Result, err error) string {
+func outcome(ctx context.Context, res *exec.Result, err error) string {
 	switch {
 	case err != nil && ctx.Err() != nil:
-		return OutcomeCancelled
+		return outcomeCancelled
 	case err != nil && (errdefs.IsInvalidArgument(err) || errors.Is(err, exec.ErrNoSession)):
-		return OutcomeRefused
+		return outcomeRefused
 	case err != nil || res == nil:
-		return OutcomeFailed
+		return outcomeFailed
 	case res.TimedOut:
-		return OutcomeTimeout
+		return outcomeTimeout
 	case res.OOMKilled:
-		return OutcomeOOM
+		return outcomeOOM
 	case res.Signal != "":
-		return OutcomeSignal
+		return outcomeSignal
 	case res.ExitCode != 0:
-		return OutcomeError
+		return outcomeError
 	default:
-		return OutcomeOK
+		return outcomeOK
 	}
 }
 

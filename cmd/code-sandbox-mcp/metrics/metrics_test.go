@@ -36,19 +36,19 @@ func TestOutcome(t *testing.T) {
 		err  error
 		want string
 	}{
-		{"exit 0", ctx, &exec.Result{}, nil, OutcomeOK},
-		{"exit 2", ctx, &exec.Result{ExitCode: 2}, nil, OutcomeError},
-		{"killed", ctx, &exec.Result{ExitCode: 137, Signal: "SIGKILL"}, nil, OutcomeSignal},
-		{"timed out (and killed)", ctx, &exec.Result{ExitCode: 137, Signal: "SIGKILL", TimedOut: true}, nil, OutcomeTimeout},
-		{"out of memory (and killed)", ctx, &exec.Result{ExitCode: 137, Signal: "SIGKILL", OOMKilled: true}, nil, OutcomeOOM},
-		{"invalid argument", ctx, nil, fmt.Errorf("timeout too long: %w", errdefs.ErrInvalidArgument), OutcomeRefused},
-		{"unknown session", ctx, nil, fmt.Errorf("session x: %w", exec.ErrNoSession), OutcomeRefused},
-		{"image missing", ctx, nil, fmt.Errorf("image: %w", errdefs.ErrNotFound), OutcomeFailed},
-		{"containerd gone", ctx, nil, exec.ErrNotAnswering, OutcomeFailed},
-		{"the caller went away", cancelled, nil, context.Canceled, OutcomeCancelled},
-		{"a result although the caller went away", cancelled, &exec.Result{}, nil, OutcomeOK},
+		{"exit 0", ctx, &exec.Result{}, nil, outcomeOK},
+		{"exit 2", ctx, &exec.Result{ExitCode: 2}, nil, outcomeError},
+		{"killed", ctx, &exec.Result{ExitCode: 137, Signal: "SIGKILL"}, nil, outcomeSignal},
+		{"timed out (and killed)", ctx, &exec.Result{ExitCode: 137, Signal: "SIGKILL", TimedOut: true}, nil, outcomeTimeout},
+		{"out of memory (and killed)", ctx, &exec.Result{ExitCode: 137, Signal: "SIGKILL", OOMKilled: true}, nil, outcomeOOM},
+		{"invalid argument", ctx, nil, fmt.Errorf("timeout too long: %w", errdefs.ErrInvalidArgument), outcomeRefused},
+		{"unknown session", ctx, nil, fmt.Errorf("session x: %w", exec.ErrNoSession), outcomeRefused},
+		{"image missing", ctx, nil, fmt.Errorf("image: %w", errdefs.ErrNotFound), outcomeFailed},
+		{"containerd gone", ctx, nil, exec.ErrNotAnswering, outcomeFailed},
+		{"the caller went away", cancelled, nil, context.Canceled, outcomeCancelled},
+		{"a result although the caller went away", cancelled, &exec.Result{}, nil, outcomeOK},
 	} {
-		if got := Outcome(tc.ctx, tc.res, tc.err); got != tc.want {
+		if got := outcome(tc.ctx, tc.res, tc.err); got != tc.want {
 			t.Errorf("%s: got %s; want %s", tc.name, got, tc.want)
 		}
 	}
@@ -84,8 +84,8 @@ func TestRunCounts(t *testing.T) {
 		lang, outcome string
 		want          float64
 	}{
-		{"python", OutcomeOK, 3}, {"python", OutcomeError, 1}, {"python", OutcomeTimeout, 0},
-		{"js", OutcomeTimeout, 1}, {"js", OutcomeFailed, 1}, {"js", OutcomeOK, 0},
+		{"python", outcomeOK, 3}, {"python", outcomeError, 1}, {"python", outcomeTimeout, 0},
+		{"js", outcomeTimeout, 1}, {"js", outcomeFailed, 1}, {"js", outcomeOK, 0},
 	} {
 		if got := testutil.ToFloat64(m.runs.WithLabelValues(tc.lang, tc.outcome)); got != tc.want {
 			t.Errorf("runs_total{%s,%s}: got %v; want %v", tc.lang, tc.outcome, got, tc.want)
@@ -137,7 +137,7 @@ code_sandbox_sandbox_create_failures_total{language="python"} 1
 # TYPE code_sandbox_sessions_ended_total counter
 code_sandbox_sessions_ended_total{language="python"} 1
 `
-	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want),
+	if err := testutil.GatherAndCompare(m.gatherer(), strings.NewReader(want),
 		"code_sandbox_pool_takes_total", "code_sandbox_sandbox_create_failures_total", "code_sandbox_sessions_ended_total"); err != nil {
 		t.Error(err)
 	}
@@ -175,7 +175,7 @@ code_sandbox_auth_failures_total{reason="invalid"} 1
 code_sandbox_auth_failures_total{reason="malformed"} 1
 code_sandbox_auth_failures_total{reason="missing"} 2
 `
-	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "code_sandbox_auth_failures_total"); err != nil {
+	if err := testutil.GatherAndCompare(m.gatherer(), strings.NewReader(want), "code_sandbox_auth_failures_total"); err != nil {
 		t.Error(err)
 	}
 }
@@ -192,7 +192,7 @@ func TestConnectionsRefused(t *testing.T) {
 code_sandbox_connections_refused_total{reason="max_connections"} 1
 code_sandbox_connections_refused_total{reason="max_connections_per_client"} 2
 `
-	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want), "code_sandbox_connections_refused_total"); err != nil {
+	if err := testutil.GatherAndCompare(m.gatherer(), strings.NewReader(want), "code_sandbox_connections_refused_total"); err != nil {
 		t.Error(err)
 	}
 }
@@ -211,11 +211,11 @@ code_sandbox_pool_ready{language="python"} %d
 code_sandbox_sessions_open %d
 `, pyPool, sessions)
 	}
-	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want(0, 0)), "code_sandbox_pool_ready", "code_sandbox_sessions_open"); err != nil {
+	if err := testutil.GatherAndCompare(m.gatherer(), strings.NewReader(want(0, 0)), "code_sandbox_pool_ready", "code_sandbox_sessions_open"); err != nil {
 		t.Errorf("before an executor: %v", err)
 	}
 	src = fakeSource{pools: map[string]int{"python": 2, "js": 0}, sessions: 3}
-	if err := testutil.GatherAndCompare(m.Gatherer(), strings.NewReader(want(2, 3)), "code_sandbox_pool_ready", "code_sandbox_sessions_open"); err != nil {
+	if err := testutil.GatherAndCompare(m.gatherer(), strings.NewReader(want(2, 3)), "code_sandbox_pool_ready", "code_sandbox_sessions_open"); err != nil {
 		t.Errorf("with an executor: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -49,8 +48,8 @@ func rawServe(t *testing.T, ex executor) (send func(string), next func() rawAnsw
 	serverRead, clientWrite := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- serveWith(ctx, config.Default(), func(context.Context) (executor, error) { return ex, nil }, nil,
-			serverRead, serverWrite, nil, slog.New(slog.DiscardHandler))
+		done <- testServer(config.Default(), nil).serveWith(ctx, func(context.Context) (executor, error) { return ex, nil },
+			serverRead, serverWrite)
 	}()
 	answers, read := make(chan []byte), make(chan struct{})
 	go func() {

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -193,7 +193,7 @@ func TestServeStopsTheWarmUp(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() {
-		done <- serveWith(t.Context(), config.Default(), newExecutor, nil, in, io.Discard, nil, slog.New(slog.DiscardHandler))
+		done <- testServer(config.Default(), nil).serveWith(t.Context(), newExecutor, in, io.Discard)
 	}()
 	select {
 	case err := <-done:
@@ -211,28 +211,15 @@ func TestServeStopsTheWarmUp(t *testing.T) {
 
 func TestHints(t *testing.T) {
 	cfg := config.Default()
-	if got, want := importHint(cfg), "code-sandbox-mcp --namespace code-sandbox images import FILE"; got != want {
+	if got, want := ImportHint(cfg), "code-sandbox-mcp --namespace code-sandbox images import FILE"; got != want {
 		t.Errorf("import hint %q; want %q", got, want)
 	}
-	if got, want := doctorHint(cfg), "code-sandbox-mcp --namespace code-sandbox doctor"; got != want {
+	if got, want := DoctorHint(cfg), "code-sandbox-mcp --namespace code-sandbox doctor"; got != want {
 		t.Errorf("doctor hint %q; want %q", got, want)
 	}
 	cfg.Containerd.Address, cfg.Containerd.Namespace = "/run/other.sock", "mine"
-	if got, want := importHint(cfg), "code-sandbox-mcp --address /run/other.sock --namespace mine images import FILE"; got != want {
+	if got, want := ImportHint(cfg), "code-sandbox-mcp --address /run/other.sock --namespace mine images import FILE"; got != want {
 		t.Errorf("import hint %q; want %q", got, want)
-	}
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{fmt.Errorf("image x: %w", errdefs.ErrNotFound), importHint(cfg)},
-		{fmt.Errorf("no python: %w", errdefs.ErrFailedPrecondition), doctorHint(cfg)},
-		{fmt.Errorf("socket: %w", errdefs.ErrUnavailable), doctorHint(cfg)},
-		{errors.New("shim died"), ""},
-	} {
-		if got := runHint(cfg, tc.err); !strings.Contains(got, tc.want) || (tc.want == "") != (got == "") {
-			t.Errorf("runHint(%v) = %q; want one with %q", tc.err, got, tc.want)
-		}
 	}
 }
 
@@ -245,7 +232,7 @@ type failingExecutor struct {
 func (e failingExecutor) Run(context.Context, exec.Request) (*exec.Result, error) { return nil, e.err }
 func (e failingExecutor) Close() error                                            { return nil }
 
-// The server serve builds tells a model the same import command as doctor
+// The server serveWith builds tells a model the same import command as doctor
 // and run tell a user: the one of the configured namespace.
 func TestServeNamesTheImportCommand(t *testing.T) {
 	cfg := config.Default()
@@ -258,8 +245,8 @@ func TestServeNamesTheImportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if text := res.Content[0].(mcp.TextContent).Text; !res.IsError || !strings.Contains(text, "`"+importHint(cfg)+"`") {
-		t.Errorf("result %q (isError %v); want one naming `%s`", text, res.IsError, importHint(cfg))
+	if text := res.Content[0].(mcp.TextContent).Text; !res.IsError || !strings.Contains(text, "`"+ImportHint(cfg)+"`") {
+		t.Errorf("result %q (isError %v); want one naming `%s`", text, res.IsError, ImportHint(cfg))
 	}
 	// [sessions] reaches the server: the default offers them.
 	tools, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
@@ -272,6 +259,20 @@ func TestServeNamesTheImportCommand(t *testing.T) {
 	stop()
 }
 
+// testServer is a Server of cfg over stdio without metrics, logging
+// nowhere, with the audit log of a (nil: none).
+func testServer(cfg *config.Config, a *auditor) *Server {
+	return &Server{cfg: cfg, version: "dev", logger: slog.New(slog.DiscardHandler), aud: a}
+}
+
+// envMap is a lookupFunc over a map.
+func envMap(m map[string]string) lookupFunc {
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
 // serveOverPipes serves cfg over pipes with the executor newExecutor
 // makes and the audit log of a (nil: none), and returns an initialized
 // client of it and what stops it: the client's close, which closes the
@@ -282,7 +283,7 @@ func serveOverPipes(t *testing.T, cfg *config.Config, newExecutor newExecutorFun
 	serverRead, clientWrite := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- serveWith(t.Context(), cfg, newExecutor, nil, serverRead, serverWrite, a, slog.New(slog.DiscardHandler))
+		done <- testServer(cfg, a).serveWith(t.Context(), newExecutor, serverRead, serverWrite)
 		serverWrite.Close()
 	}()
 	c := client.NewClient(transport.NewIO(clientRead, clientWrite, io.NopCloser(strings.NewReader(""))))

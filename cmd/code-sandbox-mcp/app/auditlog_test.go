@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func newTestAuditor(t *testing.T, includeCode bool) (*auditor, *config.Config, s
 	cfg := config.Default()
 	cfg.Sandbox.PassThroughEnv = []string{"SECRET_X", "UNSET_Y"}
 	cfg.Audit = config.Audit{Path: filepath.Join(t.TempDir(), "audit.log"), IncludeCode: includeCode}
-	a, err := openAuditor(cfg, slog.New(slog.DiscardHandler))
+	a, err := openAuditor(cfg, "dev", slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,7 +375,7 @@ func TestAuditNilDoesNothing(t *testing.T) {
 	a.shutdown(t.Context(), nil)
 	a.authFailed(httptest.NewRequest("GET", "/", nil), "x")
 	a.close()
-	if got, err := openAuditor(config.Default(), slog.New(slog.DiscardHandler)); got != nil || err != nil {
+	if got, err := openAuditor(config.Default(), "dev", slog.New(slog.DiscardHandler)); got != nil || err != nil {
 		t.Errorf("openAuditor without a path: %v, %v; want nil, nil", got, err)
 	}
 }
@@ -406,69 +405,6 @@ func TestAuditShutdownReason(t *testing.T) {
 				t.Errorf("got %v; want shutdown, reason %q", got, tc.want)
 			}
 		})
-	}
-}
-
-// Without an audit log SIGHUP shuts down; with one it rotates the log,
-// whose chain goes on in the new file.
-func TestHangup(t *testing.T) {
-	a, _, path := newTestAuditor(t, false)
-	a.write("run_ended", nil)
-	shut := make(chan struct{}, 1)
-	h := onHangup(func() { shut <- struct{}{} })
-	defer h.stop()
-	hup := func() {
-		t.Helper()
-		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
-			t.Fatal(err)
-		}
-	}
-	hup()
-	select {
-	case <-shut:
-	case <-time.After(10 * time.Second):
-		t.Fatal("SIGHUP without an audit log did not shut down")
-	}
-
-	h.claim(a)
-	old := path + ".1"
-	if err := os.Rename(path, old); err != nil {
-		t.Fatal(err)
-	}
-	hup()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := os.Stat(path); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("SIGHUP with an audit log did not reopen it")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	select {
-	case <-shut:
-		t.Fatal("SIGHUP with an audit log shut down")
-	default:
-	}
-	a.write("run_ended", nil)
-	if sum, err := audit.Verify(old, path); err != nil || sum.Records != 3 {
-		t.Errorf("verify across the rotation: %+v, %v; want 3 records (run_ended, rotated, run_ended)", sum, err)
-	}
-}
-
-func TestAuditLogFlag(t *testing.T) {
-	g, _ := parseGlobals(t, "--audit-log", "/tmp/x/audit.log")
-	cfg, err := loadConfig(g, envMap(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Audit.Path != "/tmp/x/audit.log" {
-		t.Errorf("[audit] path %q; want the flag's", cfg.Audit.Path)
-	}
-	g, _ = parseGlobals(t, "--audit-log", "/tmp/dir/")
-	if _, err := loadConfig(g, envMap(nil)); err == nil || !strings.Contains(err.Error(), "audit.path") {
-		t.Errorf("a directory as --audit-log: %v; want an audit.path error", err)
 	}
 }
 

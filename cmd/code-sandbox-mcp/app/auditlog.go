@@ -1,26 +1,19 @@
-package main
+package app
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/audit"
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
-	"code-sandbox-mcp/exec"
 )
 
 // The events of the server's audit log, and the fields of each, after the
@@ -72,6 +65,7 @@ type auditor struct {
 	path        string
 	includeCode bool
 	langs       map[string]config.Language
+	version     string
 	logger      *slog.Logger
 	// transport is set by start: "stdio" or "http".
 	transport string
@@ -96,8 +90,9 @@ type auditor struct {
 // once unless something hangs.
 const shutdownDrain = 10 * time.Second
 
-// openAuditor opens cfg's audit log, or returns nil if there is none.
-func openAuditor(cfg *config.Config, logger *slog.Logger) (*auditor, error) {
+// openAuditor opens cfg's audit log, for a server at version, or
+// returns nil if there is none.
+func openAuditor(cfg *config.Config, version string, logger *slog.Logger) (*auditor, error) {
 	if cfg.Audit.Path == "" {
 		return nil, nil
 	}
@@ -106,7 +101,7 @@ func openAuditor(cfg *config.Config, logger *slog.Logger) (*auditor, error) {
 		return nil, err
 	}
 	a := &auditor{log: l, path: cfg.Audit.Path, includeCode: cfg.Audit.IncludeCode,
-		langs: map[string]config.Language{}, logger: logger}
+		langs: map[string]config.Language{}, version: version, logger: logger}
 	for _, lang := range cfg.Enabled() {
 		a.langs[lang.Name] = lang
 	}
@@ -192,7 +187,7 @@ func (a *auditor) start(cfg *config.Config, env lookupFunc, transport, listen st
 			"pass_through_env", tooShort, "min_bytes", minRedactBytes)
 	}
 	err := a.log.Write(eventStart, startRecord{
-		Version: version, PID: os.Getpid(), Transport: transport, Listen: listen,
+		Version: a.version, PID: os.Getpid(), Transport: transport, Listen: listen,
 		Namespace: cfg.Containerd.Namespace, Languages: cfg.Names(),
 		PassThroughEnv: set, PassThroughEnvUnset: unset, PassThroughEnvNotRedacted: tooShort, IncludeCode: a.includeCode,
 	})
@@ -309,263 +304,6 @@ func (e notRecordedError) Unwrap() error { return e.err }
 // Unavailable marks the error as errdefs.ErrUnavailable.
 func (notRecordedError) Unavailable() {}
 
-// digest is a file's or the code's hash and size; Text is the code itself
-// with include_code.
-type digest struct {
-	Path   string  `json:"path,omitempty"`
-	SHA256 string  `json:"sha256"`
-	Size   int     `json:"size"`
-	Text   *string `json:"text,omitempty"`
-}
-
-func digestOf(path string, data []byte) digest {
-	sum := sha256.Sum256(data)
-	return digest{Path: path, SHA256: hex.EncodeToString(sum[:]), Size: len(data)}
-}
-
-// digests are files' digests, never nil, so that none is written [].
-func digests(files []exec.File) []digest {
-	d := make([]digest, 0, len(files))
-	for _, f := range files {
-		d = append(d, digestOf(f.Path, f.Data))
-	}
-	return d
-}
-
-// runLimits are the limits a run was given.
-type runLimits struct {
-	TimeoutSeconds float64 `json:"timeout_seconds"`
-	MemoryBytes    int64   `json:"memory_bytes"`
-	CPUs           float64 `json:"cpus"`
-	Pids           int64   `json:"pids"`
-	FileBytes      int64   `json:"file_bytes"`
-	OpenFiles      uint64  `json:"open_files"`
-	OutputBytes    int64   `json:"output_bytes"`
-	WorkspaceBytes int64   `json:"workspace_bytes"`
-	FilesInBytes   int64   `json:"files_in_bytes"`
-	FilesOutBytes  int64   `json:"files_out_bytes"`
-	MaxFilesOut    int     `json:"max_files_out"`
-}
-
-// runFields are what run_started and run_ended both say of a run.
-type runFields struct {
-	RunID     string    `json:"run_id"`
-	Principal string    `json:"principal"`
-	Tool      string    `json:"tool"`
-	Language  string    `json:"language"`
-	Image     string    `json:"image"`
-	Session   string    `json:"session,omitempty"`
-	Code      digest    `json:"code"`
-	FilesIn   []digest  `json:"files_in"`
-	Limits    runLimits `json:"limits"`
-}
-
-// runOutcome is how a program that ran ended.
-type runOutcome struct {
-	ExitCode             int    `json:"exit_code"`
-	Signal               string `json:"signal,omitempty"`
-	TimedOut             bool   `json:"timed_out"`
-	OOMKilled            bool   `json:"oom_killed"`
-	DurationMs           int64  `json:"duration_ms"`
-	StdoutBytes          int64  `json:"stdout_bytes"`
-	StderrBytes          int64  `json:"stderr_bytes"`
-	StdoutTruncatedBytes int64  `json:"stdout_truncated_bytes"`
-	StderrTruncatedBytes int64  `json:"stderr_truncated_bytes"`
-	FilesDropped         int    `json:"files_dropped"`
-}
-
-// runError is the outcome of a run that could not run (or whose call was
-// cancelled before it ended).
-type runError struct {
-	Error      string `json:"error"`
-	DurationMs int64  `json:"duration_ms"`
-}
-
-// runEnded is run_ended's fields.
-type runEnded struct {
-	runFields
-	ImageDigest    string   `json:"image_digest"`
-	ExecutionCount int      `json:"execution_count,omitempty"`
-	SessionEnded   string   `json:"session_ended,omitempty"`
-	FilesOut       []digest `json:"files_out"`
-	Outcome        any      `json:"outcome"`
-}
-
-// wrapRun returns run, recording each run before it starts and after it
-// ends; principal names the caller (nil: "local").
-//
-// A run whose run_started cannot be written is refused: the server runs
-// nothing it cannot record (fail closed). A run_ended that cannot be
-// written is logged at error level and the result is returned all the
-// same: the program has run, withholding its result would not undo that,
-// and its run_started, on disk, shows it did.
-func (a *auditor) wrapRun(run mcpserver.RunFunc, principal func(context.Context) string) mcpserver.RunFunc {
-	if a == nil {
-		return run
-	}
-	return func(ctx context.Context, req exec.Request) (*exec.Result, error) {
-		f := a.runFields(principalName(ctx, principal), req)
-		started := f
-		if a.includeCode {
-			code := req.Code
-			started.Code.Text = &code
-		}
-		a.begin()
-		defer a.end()
-		if err := a.log.Write(eventRunStarted, started); err != nil {
-			a.logger.Error("the audit log cannot be written; refusing the run", "path", a.path, "err", err)
-			return nil, notRecorded(err)
-		}
-		begun := time.Now()
-		res, err := run(ctx, req)
-		a.write(eventRunEnded, ended(f, res, err, time.Since(begun)))
-		return res, err
-	}
-}
-
-// runFields describes req, which principal asked for.
-func (a *auditor) runFields(principal string, req exec.Request) runFields {
-	lang := a.langs[req.Language]
-	lim := lang.Limits
-	timeout := lim.Timeout
-	if req.Timeout > 0 {
-		timeout = req.Timeout
-	}
-	return runFields{
-		RunID: newRunID(), Principal: principal, Tool: lang.Tool, Language: req.Language, Image: lang.Image,
-		Session: req.Session, Code: digestOf("", []byte(req.Code)), FilesIn: digests(req.Files),
-		Limits: runLimits{
-			TimeoutSeconds: timeout.Seconds(), MemoryBytes: lim.MemoryBytes, CPUs: lim.CPUs, Pids: lim.Pids,
-			FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles, OutputBytes: lim.OutputBytes,
-			WorkspaceBytes: lim.WorkspaceBytes, FilesInBytes: lim.FilesInBytes,
-			FilesOutBytes: lim.FilesOutBytes, MaxFilesOut: lim.MaxFilesOut,
-		},
-	}
-}
-
-// ended is run_ended of the run f, which returned res and err after d.
-func ended(f runFields, res *exec.Result, err error, d time.Duration) runEnded {
-	e := runEnded{runFields: f, FilesOut: []digest{}}
-	if err != nil || res == nil {
-		msg := "no result"
-		if err != nil {
-			msg = err.Error()
-		}
-		e.Outcome = runError{Error: msg, DurationMs: d.Milliseconds()}
-		return e
-	}
-	if res.Image != "" {
-		e.Image = res.Image
-	}
-	e.ImageDigest = res.ImageDigest
-	if s := res.Session; s != nil {
-		e.ExecutionCount, e.SessionEnded = s.ExecutionCount, s.Ended
-	}
-	e.FilesOut = digests(res.Files)
-	e.Outcome = runOutcome{
-		ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
-		DurationMs:  res.Duration.Milliseconds(),
-		StdoutBytes: int64(len(res.Stdout)) + res.StdoutDropped, StderrBytes: int64(len(res.Stderr)) + res.StderrDropped,
-		StdoutTruncatedBytes: res.StdoutDropped, StderrTruncatedBytes: res.StderrDropped,
-		FilesDropped: res.FilesDropped,
-	}
-	return e
-}
-
-// principalName is principal(ctx), or "local" if principal is nil.
-func principalName(ctx context.Context, principal func(context.Context) string) string {
-	if principal == nil {
-		return "local"
-	}
-	return principal(ctx)
-}
-
-// newRunID returns 16 random hex digits that pair a run's two records.
-func newRunID() string {
-	var b [8]byte
-	rand.Read(b[:]) // never fails (crypto/rand)
-	return hex.EncodeToString(b[:])
-}
-
-// auditedSessions is a session manager whose creations and closes are
-// recorded.
-type auditedSessions struct {
-	mcpserver.SessionManager
-	a *auditor
-}
-
-// wrapSessions returns m, recording the sessions created and closed
-// through it.
-func (a *auditor) wrapSessions(m mcpserver.SessionManager) mcpserver.SessionManager {
-	if a == nil {
-		return m
-	}
-	return auditedSessions{SessionManager: m, a: a}
-}
-
-// sessionCreated is session_created's fields.
-type sessionCreated struct {
-	Principal          string `json:"principal"`
-	Language           string `json:"language"`
-	Session            string `json:"session,omitempty"`
-	IdleTimeoutSeconds int64  `json:"idle_timeout_seconds,omitempty"`
-	MaxLifetimeSeconds int64  `json:"max_lifetime_seconds,omitempty"`
-	Error              string `json:"error,omitempty"`
-}
-
-// CreateSession creates the session, then records it. A session whose
-// record cannot be written is closed again and refused, as a run is.
-func (s auditedSessions) CreateSession(ctx context.Context, owner, language string, idle time.Duration) (exec.SessionInfo, error) {
-	info, err := s.SessionManager.CreateSession(ctx, owner, language, idle)
-	rec := sessionCreated{Principal: owner, Language: language}
-	if err != nil {
-		rec.Error = err.Error()
-		s.a.write(eventSessionCreated, rec)
-		return info, err
-	}
-	rec.Session = info.ID
-	rec.IdleTimeoutSeconds, rec.MaxLifetimeSeconds = int64(info.IdleTimeout/time.Second), int64(info.MaxLifetime/time.Second)
-	if werr := s.a.log.Write(eventSessionCreated, rec); werr != nil {
-		s.a.logger.Error("the audit log cannot be written; closing the new session", "session", info.ID, "path", s.a.path, "err", werr)
-		s.SessionManager.CloseSession(owner, info.ID)
-		return exec.SessionInfo{}, notRecorded(werr)
-	}
-	return info, nil
-}
-
-// CloseSession closes the session and records the call.
-func (s auditedSessions) CloseSession(owner, id string) bool {
-	open := s.SessionManager.CloseSession(owner, id)
-	s.a.write(eventSessionClosed, struct {
-		Principal string `json:"principal"`
-		Session   string `json:"session"`
-		WasOpen   bool   `json:"was_open"`
-	}{owner, id, open})
-	return open
-}
-
-// observe returns ec with a SessionEnded hook (after any it has) that
-// records each session's end, however it ended.
-func (a *auditor) observe(ec exec.Config) exec.Config {
-	if a == nil {
-		return ec
-	}
-	prev := ec.Hooks.SessionEnded
-	ec.Hooks.SessionEnded = func(info exec.SessionInfo, why string) {
-		if prev != nil {
-			prev(info, why)
-		}
-		a.write(eventSessionEnded, struct {
-			Principal      string `json:"principal"`
-			Language       string `json:"language"`
-			Session        string `json:"session"`
-			Why            string `json:"why"`
-			ExecutionCount int    `json:"execution_count"`
-		}{info.Owner, info.Language, info.ID, why, info.ExecutionCount})
-	}
-	return ec
-}
-
 // Anyone who reaches the port can fail authentication, as often as they
 // like: the auth_failed records are rationed to authFailedBurst at once
 // and authFailedPerSecond after that, so that a flood of bad requests
@@ -613,61 +351,4 @@ func (a *auditor) clock() time.Time {
 		return a.now()
 	}
 	return time.Now()
-}
-
-// errHangup is the shutdown cause of a SIGHUP without an audit log, as
-// signal.NotifyContext would give it.
-var errHangup = errors.New(syscall.SIGHUP.String() + " signal received")
-
-// hangup handles SIGHUP. Until an audit log claims it, SIGHUP shuts the
-// program down as SIGINT and SIGTERM do (the terminal or the client went
-// away); once claimed, each SIGHUP reopens the audit log instead, as
-// logrotate expects of a daemon, and the server goes on serving.
-type hangup struct {
-	ch   chan os.Signal
-	done chan struct{}
-
-	mu     sync.Mutex
-	rotate func()
-}
-
-// onHangup starts handling SIGHUP with shutdown.
-func onHangup(shutdown func()) *hangup {
-	h := &hangup{ch: make(chan os.Signal, 1), done: make(chan struct{})}
-	signal.Notify(h.ch, syscall.SIGHUP)
-	go func() {
-		for {
-			select {
-			case <-h.ch:
-				h.mu.Lock()
-				rotate := h.rotate
-				h.mu.Unlock()
-				if rotate == nil {
-					shutdown()
-				} else {
-					rotate()
-				}
-			case <-h.done:
-				return
-			}
-		}
-	}()
-	return h
-}
-
-// claim makes SIGHUP rotate a's log, if there is one; claim(nil) gives
-// SIGHUP back to shutting down.
-func (h *hangup) claim(a *auditor) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.rotate = nil
-	if a != nil {
-		h.rotate = a.rotate
-	}
-}
-
-// stop stops handling SIGHUP.
-func (h *hangup) stop() {
-	signal.Stop(h.ch)
-	close(h.done)
 }

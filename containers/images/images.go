@@ -1,4 +1,11 @@
-package exec
+// Package images is the command line's side of containerd: it dials the
+// daemon with errors that say how to fix a bad socket, imports OCI or
+// Docker image archives into its image store, and lists what is there. It
+// serves the CLI (images, doctor) and the tests that set up a namespace;
+// the executor uses only Dial. It must not know the server, the MCP layer,
+// the configuration file or how a sandbox runs: it takes an address, a
+// namespace and a client, nothing more.
+package images
 
 import (
 	"context"
@@ -10,8 +17,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 )
 
-// ImageInfo describes one image in containerd's image store.
-type ImageInfo struct {
+// Info describes one image in containerd's image store.
+type Info struct {
 	// Name is the image's reference, such as
 	// localhost/code-sandbox-mcp/python:trixie.
 	Name string
@@ -27,7 +34,7 @@ type ImageInfo struct {
 	Unpacked bool
 }
 
-// ImportArchive imports the images of an OCI image-layout or Docker archive
+// Import imports the images of an OCI image-layout or Docker archive
 // read from r into containerd's image store, for this machine's platform
 // only, and returns their names. An OCI archive's images are stored under
 // the name its index.json gives in the io.containerd.image.name
@@ -35,7 +42,7 @@ type ImageInfo struct {
 //
 // It does not unpack: an image is unpacked before its first run. An
 // archive that names no image is an error, since nothing could run it.
-func ImportArchive(ctx context.Context, c *containerd.Client, r io.Reader) ([]string, error) {
+func Import(ctx context.Context, c *containerd.Client, r io.Reader) ([]string, error) {
 	imgs, err := c.Import(ctx, r, containerd.WithAllPlatforms(false))
 	if err != nil {
 		return nil, fmt.Errorf("import image archive: %w", err)
@@ -50,13 +57,13 @@ func ImportArchive(ctx context.Context, c *containerd.Client, r io.Reader) ([]st
 	return names, nil
 }
 
-// ListImages lists the images in the client's namespace.
-func ListImages(ctx context.Context, c *containerd.Client) ([]ImageInfo, error) {
+// List lists the images in the client's namespace.
+func List(ctx context.Context, c *containerd.Client) ([]Info, error) {
 	imgs, err := c.ListImages(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list images: %w", err)
 	}
-	infos := make([]ImageInfo, 0, len(imgs))
+	infos := make([]Info, 0, len(imgs))
 	for _, img := range imgs {
 		// Missing content makes an image unusable here, not the list
 		// unreadable: it shows with size 0, not unpacked.
@@ -68,7 +75,7 @@ func ListImages(ctx context.Context, c *containerd.Client) ([]ImageInfo, error) 
 		if err != nil && !errdefs.IsNotFound(err) {
 			return nil, fmt.Errorf("is image %s unpacked: %w", img.Name(), err)
 		}
-		infos = append(infos, ImageInfo{
+		infos = append(infos, Info{
 			Name:     img.Name(),
 			Digest:   img.Target().Digest,
 			Size:     size,

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -33,8 +33,8 @@ func screenIDs(in io.Reader, out io.Writer) (serverIn io.Reader, serverOut io.Wr
 			line, err := r.ReadBytes('\n')
 			if len(line) > 0 {
 				if badID(line) {
-					// A failed write is the client gone; brokenPipe (see
-					// realMain) notices it and shuts the server down.
+					// A failed write is the client gone; package main
+					// notices it on stdout and shuts the server down.
 					w.answer([]byte(invalidIDAnswer))
 				} else if _, werr := pw.Write(line); werr != nil {
 					return // stopped

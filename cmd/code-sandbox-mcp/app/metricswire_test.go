@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -33,26 +33,26 @@ func TestNewTelemetry(t *testing.T) {
 	tokens, _ := scraperTokens(t)
 	for _, tc := range []struct {
 		name     string
-		f        httpFlags
+		f        HTTPFlags
 		cfgAddr  string
 		wantAddr string
 		wantErr  string // a part of the error; empty for none
 	}{
-		{"none", httpFlags{}, "", "", ""},
-		{"none: tokens do not matter", httpFlags{authTokens: "/nonexistent"}, "", "", ""},
-		{"loopback without tokens", httpFlags{metricsAddr: "127.0.0.1:0"}, "", "127.0.0.1:0", ""},
-		{"from the configuration", httpFlags{}, "[::1]:9464", "[::1]:9464", ""},
-		{"the flag over the configuration", httpFlags{metricsAddr: "localhost:1"}, "[::1]:9464", "localhost:1", ""},
-		{"beyond loopback without tokens", httpFlags{metricsAddr: ":9464"}, "", "", "without --auth-tokens"},
-		{"beyond loopback with tokens", httpFlags{metricsAddr: "0.0.0.0:9464", authTokens: tokens}, "", "0.0.0.0:9464", ""},
-		{"a token file that is not there", httpFlags{metricsAddr: "127.0.0.1:0", authTokens: "/nonexistent"}, "", "", "nonexistent"},
-		{"no port", httpFlags{metricsAddr: "127.0.0.1"}, "", "", "HOST:PORT"},
-		{"a bad origin", httpFlags{metricsAddr: "127.0.0.1:0", origins: namesFlag{names: []string{"a.example"}, set: true}}, "", "", "--allowed-origins"},
+		{"none", HTTPFlags{}, "", "", ""},
+		{"none: tokens do not matter", HTTPFlags{AuthTokens: "/nonexistent"}, "", "", ""},
+		{"loopback without tokens", HTTPFlags{MetricsAddr: "127.0.0.1:0"}, "", "127.0.0.1:0", ""},
+		{"from the configuration", HTTPFlags{}, "[::1]:9464", "[::1]:9464", ""},
+		{"the flag over the configuration", HTTPFlags{MetricsAddr: "localhost:1"}, "[::1]:9464", "localhost:1", ""},
+		{"beyond loopback without tokens", HTTPFlags{MetricsAddr: ":9464"}, "", "", "without --auth-tokens"},
+		{"beyond loopback with tokens", HTTPFlags{MetricsAddr: "0.0.0.0:9464", AuthTokens: tokens}, "", "0.0.0.0:9464", ""},
+		{"a token file that is not there", HTTPFlags{MetricsAddr: "127.0.0.1:0", AuthTokens: "/nonexistent"}, "", "", "nonexistent"},
+		{"no port", HTTPFlags{MetricsAddr: "127.0.0.1"}, "", "", "HOST:PORT"},
+		{"a bad origin", HTTPFlags{MetricsAddr: "127.0.0.1:0", Origins: []string{"a.example"}, OriginsSet: true}, "", "", "--allowed-origins"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.HTTP.MetricsAddr = tc.cfgAddr
-			tel, err := newTelemetry(tc.f, cfg)
+			tel, err := newTelemetry(tc.f, cfg, "dev")
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("newTelemetry: %v; want no error", err)
@@ -81,11 +81,11 @@ func getPath(t *testing.T, h http.Handler, path, token string) (int, string) {
 
 func TestMetricsBesideMCP(t *testing.T) {
 	path, token := scraperTokens(t)
-	tel, err := newTelemetry(httpFlags{}, config.Default())
+	tel, err := newTelemetry(HTTPFlags{}, config.Default(), "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs, err := resolveHTTP(httpFlags{addr: "127.0.0.1:0", authTokens: path}, config.Default())
+	hs, err := resolveHTTP(HTTPFlags{Addr: "127.0.0.1:0", AuthTokens: path}, config.Default())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestMetricsBesideMCP(t *testing.T) {
 }
 
 func TestMetricsNotBesideMCPWithTheirOwnListener(t *testing.T) {
-	tel, err := newTelemetry(httpFlags{metricsAddr: "127.0.0.1:0"}, config.Default())
+	tel, err := newTelemetry(HTTPFlags{MetricsAddr: "127.0.0.1:0"}, config.Default(), "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +140,7 @@ func TestMetricsNotBesideMCPWithTheirOwnListener(t *testing.T) {
 
 func TestMetricsListener(t *testing.T) {
 	path, token := scraperTokens(t)
-	tel, err := newTelemetry(httpFlags{metricsAddr: "127.0.0.1:0", authTokens: path}, config.Default())
+	tel, err := newTelemetry(HTTPFlags{MetricsAddr: "127.0.0.1:0", AuthTokens: path}, config.Default(), "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func TestMetricsListener(t *testing.T) {
 // The listener of its own refuses, on loopback, a Host that is not
 // loopback (DNS rebinding), as /metrics beside /mcp does.
 func TestMetricsListenerChecksHost(t *testing.T) {
-	tel, err := newTelemetry(httpFlags{metricsAddr: "127.0.0.1:0"}, config.Default())
+	tel, err := newTelemetry(HTTPFlags{MetricsAddr: "127.0.0.1:0"}, config.Default(), "dev")
 	if err != nil {
 		t.Fatal(err)
 	}

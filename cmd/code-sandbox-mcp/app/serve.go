@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -13,7 +13,6 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
-	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
 
@@ -184,30 +183,27 @@ func (l *lazyExecutor) Close() error {
 // (its maximum); the executor's own queue bounds the runs.
 const stdioWorkers = 100
 
-// serve serves MCP over stdin/stdout until stdin ends or ctx is cancelled
-// (SIGINT, SIGTERM). In-flight runs are cancelled, which kills their
-// sandboxes, the connect started ahead is cancelled and waited for, and
-// the executor is closed before it returns.
-func serve(ctx context.Context, cfg *config.Config, env lookupFunc, tel *telemetry, stdin io.Reader, stdout io.Writer, aud *auditor, logger *slog.Logger) error {
-	set, unset := passEnvNames(cfg, env)
-	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
-		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
-	if err := aud.start(cfg, env, "stdio", ""); err != nil {
+// serveStdio serves MCP over stdin/stdout until stdin ends or ctx is
+// cancelled (SIGINT, SIGTERM). In-flight runs are cancelled, which kills
+// their sandboxes, the connect started ahead is cancelled and waited for,
+// and the executor is closed before it returns.
+func (s *Server) serveStdio(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	if err := s.aud.start(s.cfg, s.env, "stdio", ""); err != nil {
 		return err
 	}
-	err := serveWith(ctx, cfg, connect(aud.observe(tel.hooks(execConfig(cfg, env, logger))), logger), tel, stdin, stdout, aud, logger)
-	aud.shutdown(ctx, err)
+	err := s.serveWith(ctx, connect(s.aud.observe(s.tel.hooks(ExecConfig(s.cfg, s.env, s.logger))), s.logger), stdin, stdout)
+	s.aud.shutdown(ctx, err)
 	return err
 }
 
-// serveWith is serve with the executor made by newExecutor, its runs
-// counted by tel (nil: not counted) and recorded in aud's audit log (nil:
-// none). Requests whose id MCP does not allow are answered by screenIDs
-// and never reach mcp-go.
-func serveWith(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, stdin io.Reader, stdout io.Writer, aud *auditor, logger *slog.Logger) error {
+// serveWith is serveStdio with the executor made by newExecutor.
+// Requests whose id MCP does not allow are answered by screenIDs and
+// never reach mcp-go.
+func (s *Server) serveWith(ctx context.Context, newExecutor newExecutorFunc, stdin io.Reader, stdout io.Writer) error {
+	logger := s.logger
 	// Principal is left nil: over stdio there is one client, "local".
-	return serveMCP(ctx, cfg, newExecutor, tel, nil, 1, aud, logger, func(ctx context.Context, s *server.MCPServer, _ *lazyExecutor) error {
-		stdio := server.NewStdioServer(s)
+	return s.serveMCP(ctx, newExecutor, nil, 1, func(ctx context.Context, ms *server.MCPServer, _ *lazyExecutor) error {
+		stdio := server.NewStdioServer(ms)
 		stdio.SetErrorLogger(slog.NewLogLogger(logger.Handler(), slog.LevelError))
 		server.WithWorkerPoolSize(stdioWorkers)(stdio)
 		server.WithQueueSize(10 * stdioWorkers)(stdio)
@@ -234,25 +230,26 @@ type transportFunc func(ctx context.Context, s *server.MCPServer, lx *lazyExecut
 // serveMCP builds the MCP server on the executor newExecutor makes, with
 // principal naming each call's client (nil: "local") among clients (the
 // number of names it can give, which share file_retention_bytes equally;
-// 0 is one), its runs counted by
-// tel, which serves its metrics on a listener of its own if it has one,
-// what it does recorded in aud's audit log (nil: none), and the
-// transport's own server options opts; connects to containerd ahead of
-// the first call, and serves it with t. Once t returns, the connect
-// started ahead is cancelled and waited for, and the executor is closed,
-// which kills the runs still going and deletes every sandbox.
-func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFunc, tel *telemetry, principal func(context.Context) string, clients int, aud *auditor, logger *slog.Logger, t transportFunc, opts ...server.ServerOption) error {
-	stopMetrics, err := tel.serve(logger)
+// 0 is one), its runs counted by s's telemetry, which serves its metrics
+// on a listener of its own if it has one, what it does recorded in s's
+// audit log, and the transport's own server options opts; connects to
+// containerd ahead of the first call, and serves it with t. Once t
+// returns, the connect started ahead is cancelled and waited for, and the
+// executor is closed, which kills the runs still going and deletes every
+// sandbox.
+func (s *Server) serveMCP(ctx context.Context, newExecutor newExecutorFunc, principal func(context.Context) string, clients int, t transportFunc, opts ...server.ServerOption) error {
+	cfg, logger := s.cfg, s.logger
+	stopMetrics, err := s.tel.serve(logger)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
 	lx := &lazyExecutor{newExecutor: newExecutor, sessions: sessionConfig(cfg)}
-	s, err := mcpserver.New(ctx, mcpserver.Options{
-		Version: version, ImportHint: importHint(cfg), DoctorHint: doctorHint(cfg),
+	ms, err := mcpserver.New(ctx, mcpserver.Options{
+		Version: s.version, ImportHint: ImportHint(cfg), DoctorHint: DoctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
-		Sessions: aud.wrapSessions(lx), Principal: principal, Clients: clients,
-	}, cfg.Enabled(), aud.wrapRun(tel.instrument(lx), principal), opts...)
+		Sessions: s.aud.wrapSessions(lx), Principal: principal, Clients: clients,
+	}, cfg.Enabled(), s.aud.wrapRun(s.tel.instrument(lx), principal), opts...)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)
 	}
@@ -277,5 +274,5 @@ func serveMCP(ctx context.Context, cfg *config.Config, newExecutor newExecutorFu
 			logger.Error("containerd is not usable yet; calls will fail until it is", "err", err)
 		}
 	}()
-	return t(ctx, s, lx)
+	return t(ctx, ms, lx)
 }

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bufio"
@@ -39,11 +39,11 @@ func TestConnBoundsOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := connBounds{read: 3 * time.Second, write: 2 * time.Second, idle: time.Second, max: 8, perClient: 4}
-	hs, err := resolveHTTP(httpFlags{addr: "127.0.0.1:0"}, cfg)
+	hs, err := resolveHTTP(HTTPFlags{Addr: "127.0.0.1:0"}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tel, err := newTelemetry(httpFlags{metricsAddr: "127.0.0.1:0"}, cfg)
+	tel, err := newTelemetry(HTTPFlags{MetricsAddr: "127.0.0.1:0"}, cfg, "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func TestListenersBoundConnections(t *testing.T) {
 			logs := &lockedBuffer{}
 			logger := slog.New(slog.NewTextHandler(logs, nil))
 			cfg := config.Default()
-			tel, err := newTelemetry(httpFlags{}, cfg)
+			tel, err := newTelemetry(HTTPFlags{}, cfg, "dev")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -24,10 +24,6 @@ import (
 )
 
 const (
-	// defaultGrace is how long a SIGTERM lets in-flight HTTP calls finish
-	// before they are cancelled (which kills their sandboxes), unless
-	// --shutdown-grace says otherwise.
-	defaultGrace = 30 * time.Second
 	// healthTimeout bounds one /healthz check.
 	healthTimeout = 5 * time.Second
 	// readHeaderTimeout bounds how long a client may take to send a
@@ -36,19 +32,7 @@ const (
 	readHeaderTimeout = 10 * time.Second
 )
 
-// httpFlags are the flags of the HTTP transport; addr empty means stdio.
-type httpFlags struct {
-	addr       string
-	authTokens string
-	origins    namesFlag
-	tlsCert    string
-	tlsKey     string
-	grace      time.Duration // --shutdown-grace
-	// metricsAddr is the listener of /metrics's own (see telemetry).
-	metricsAddr string
-}
-
-// httpSettings are httpFlags over the [http] configuration, checked.
+// httpSettings are HTTPFlags over the [http] configuration, checked.
 type httpSettings struct {
 	addr            string
 	tokens          *httpauth.Tokens // nil: no authentication
@@ -73,8 +57,8 @@ type httpSettings struct {
 // resolveHTTP applies the flags over cfg's [http] table, loads the token
 // file and checks what is not allowed: a listener beyond loopback without
 // tokens, half a TLS pair, an origin that is not one.
-func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
-	hs := httpSettings{addr: f.addr, tlsCert: f.tlsCert, tlsKey: f.tlsKey, grace: f.grace, conns: connBoundsOf(cfg.HTTP)}
+func resolveHTTP(f HTTPFlags, cfg *config.Config) (httpSettings, error) {
+	hs := httpSettings{addr: f.Addr, tlsCert: f.TLSCert, tlsKey: f.TLSKey, grace: f.Grace, conns: connBoundsOf(cfg.HTTP)}
 	if hs.grace < 0 {
 		return hs, fmt.Errorf("--shutdown-grace %s: want a duration of 0 or more, such as 30s", hs.grace)
 	}
@@ -104,10 +88,10 @@ func resolveHTTP(f httpFlags, cfg *config.Config) (httpSettings, error) {
 // guards are what the flags, over cfg's [http] table, ask of a request to
 // /mcp or /metrics: the tokens of --auth-tokens (nil: none) and the
 // browser origins of --allowed-origins, each checked.
-func guards(f httpFlags, cfg *config.Config) (*httpauth.Tokens, []string, error) {
+func guards(f HTTPFlags, cfg *config.Config) (*httpauth.Tokens, []string, error) {
 	origins := cfg.HTTP.AllowedOrigins
-	if f.origins.set {
-		origins = f.origins.names
+	if f.OriginsSet {
+		origins = f.Origins
 	}
 	for _, o := range origins {
 		if _, err := httpauth.ParseOrigin(o); err != nil {
@@ -115,8 +99,8 @@ func guards(f httpFlags, cfg *config.Config) (*httpauth.Tokens, []string, error)
 		}
 	}
 	path := cfg.HTTP.AuthTokens
-	if f.authTokens != "" {
-		path = f.authTokens
+	if f.AuthTokens != "" {
+		path = f.AuthTokens
 	}
 	if path == "" {
 		return nil, origins, nil
@@ -231,15 +215,13 @@ func (h *healthLog) note(err error) {
 	h.last = reason
 }
 
-// serveHTTP serves MCP over streamable HTTP at /mcp on hs.addr, each
+// serveHTTP serves MCP over streamable HTTP at /mcp on s's address, each
 // client within clientLimits, until ctx is cancelled (SIGINT, SIGTERM).
-// Then it stops accepting, lets the calls in flight finish for up to
-// hs.grace, cancels those left, and closes
-// the executor as stdio does.
-func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpSettings, aud *auditor, logger *slog.Logger) error {
-	set, unset := passEnvNames(cfg, env)
-	logger.Info("starting", "version", version, "address", cfg.Containerd.Address, "namespace", cfg.Containerd.Namespace,
-		"languages", cfg.Names(), "pass_through_env", set, "pass_through_env_unset", unset)
+// Then it stops accepting, lets the calls in flight finish for up to the
+// grace period, cancels those left, and closes the executor as stdio
+// does.
+func (s *Server) serveHTTP(ctx context.Context) error {
+	cfg, logger, hs := s.cfg, s.logger, *s.hs
 	ln, err := net.Listen("tcp", hs.addr)
 	if err != nil {
 		return fmt.Errorf("--http: %w", err)
@@ -247,22 +229,22 @@ func serveHTTP(ctx context.Context, cfg *config.Config, env lookupFunc, hs httpS
 	// Closed by the server's Shutdown once serving; this closes it if
 	// serving never began (the metrics listener failed, say).
 	defer ln.Close()
-	if err := aud.start(cfg, env, "http", ln.Addr().String()); err != nil {
+	if err := s.aud.start(cfg, s.env, "http", ln.Addr().String()); err != nil {
 		return err
 	}
-	hs.authFailed = aud.authFailed
+	hs.authFailed = s.aud.authFailed
 	cl := clientLimits(cfg)
 	hs.maxBody, hs.limits = cfg.RequestBytes(), clientlimit.New(cl)
-	ec := aud.observe(hs.tel.hooks(execConfig(cfg, env, logger)))
+	ec := s.aud.observe(hs.tel.hooks(ExecConfig(cfg, s.env, logger)))
 	ec.Sessions.MaxPerOwner = cfg.ClientSessions()
 	logger.Info("per-client limits", "per_client_concurrency", cl.Concurrency, "rate_limit", cl.Rate, "rate_burst", cl.Burst,
 		"per_client_sessions", ec.Sessions.MaxPerOwner, "max_request_bytes", hs.maxBody)
-	err = serveMCP(ctx, cfg, connect(ec, logger), hs.tel, principalOf, hs.tokens.Len(), aud, logger, func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error {
+	err = s.serveMCP(ctx, connect(ec, logger), principalOf, hs.tokens.Len(), func(ctx context.Context, ms *server.MCPServer, lx *lazyExecutor) error {
 		// Under systemd (Type=notify): READY=1 once /healthz's check passes.
-		defer notifySystemd(ctx, env, lx.Ready, logger)()
-		return serveListener(ctx, ln, s, lx.Ready, hs, logger)
+		defer notifySystemd(ctx, s.env, lx.Ready, logger)()
+		return serveListener(ctx, ln, ms, lx.Ready, hs, logger)
 	}, server.WithToolHandlerMiddleware(hs.limits.Middleware))
-	aud.shutdown(ctx, err)
+	s.aud.shutdown(ctx, err)
 	return err
 }
 

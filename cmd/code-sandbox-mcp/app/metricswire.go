@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -41,14 +41,14 @@ type telemetry struct {
 	lx atomic.Pointer[lazyExecutor]
 }
 
-// newTelemetry makes the metrics of a server of cfg, and checks where
-// the flags (over [http]) say to serve them: a listener of its own beyond
-// loopback must ask for tokens, as --http must.
-func newTelemetry(f httpFlags, cfg *config.Config) (*telemetry, error) {
+// newTelemetry makes the metrics of a server of cfg at version, and
+// checks where the flags (over [http]) say to serve them: a listener of
+// its own beyond loopback must ask for tokens, as --http must.
+func newTelemetry(f HTTPFlags, cfg *config.Config, version string) (*telemetry, error) {
 	t := &telemetry{addr: cfg.HTTP.MetricsAddr, conns: connBoundsOf(cfg.HTTP)}
 	t.m = metrics.New(version, cfg.Names(), t.source)
-	if f.metricsAddr != "" {
-		t.addr = f.metricsAddr
+	if f.MetricsAddr != "" {
+		t.addr = f.MetricsAddr
 	}
 	if t.addr == "" {
 		return t, nil

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"bytes"
@@ -34,15 +34,15 @@ func TestResolveHTTP(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		f       httpFlags
+		f       HTTPFlags
 		wantErr string // a part of the error; empty for none
 	}{
-		{"loopback without tokens", httpFlags{addr: "127.0.0.1:0"}, ""},
-		{"beyond loopback without tokens", httpFlags{addr: "0.0.0.0:8080"}, "without --auth-tokens"},
-		{"beyond loopback with tokens", httpFlags{addr: "0.0.0.0:8080", authTokens: tokens}, ""},
-		{"half a TLS pair", httpFlags{addr: "127.0.0.1:0", tlsCert: "cert.pem"}, "go together"},
-		{"a bad origin", httpFlags{addr: "127.0.0.1:0", origins: namesFlag{names: []string{"a.example"}, set: true}}, "--allowed-origins"},
-		{"no port", httpFlags{addr: "127.0.0.1"}, "HOST:PORT"},
+		{"loopback without tokens", HTTPFlags{Addr: "127.0.0.1:0"}, ""},
+		{"beyond loopback without tokens", HTTPFlags{Addr: "0.0.0.0:8080"}, "without --auth-tokens"},
+		{"beyond loopback with tokens", HTTPFlags{Addr: "0.0.0.0:8080", AuthTokens: tokens}, ""},
+		{"half a TLS pair", HTTPFlags{Addr: "127.0.0.1:0", TLSCert: "cert.pem"}, "go together"},
+		{"a bad origin", HTTPFlags{Addr: "127.0.0.1:0", Origins: []string{"a.example"}, OriginsSet: true}, "--allowed-origins"},
+		{"no port", HTTPFlags{Addr: "127.0.0.1"}, "HOST:PORT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := resolveHTTP(tc.f, config.Default())
@@ -179,7 +179,7 @@ func TestShutdownEndsStreams(t *testing.T) {
 // On loopback every endpoint but /healthz refuses a Host that is not
 // loopback (DNS rebinding): /mcp, and /metrics beside it.
 func TestHostCheckedButOnHealthz(t *testing.T) {
-	tel, err := newTelemetry(httpFlags{}, config.Default())
+	tel, err := newTelemetry(HTTPFlags{}, config.Default(), "dev")
 	if err != nil {
 		t.Fatal(err)
 	}
