@@ -57,26 +57,39 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-// New refuses a configuration that names a language twice before any
-// I/O: it creates no state directory and dials no containerd (there is
-// none at Address).
+// New refuses a bad configuration before any I/O: it creates no state
+// directory and dials no containerd (there is none at Address). A
+// language named twice, and limits the configuration's own rules refuse
+// (they are the same rules whether a configuration file or a caller of
+// exec made the language), are refused alike.
 func TestNewValidatesBeforeIO(t *testing.T) {
-	lang := config.Language{
-		Name: "python", Image: "example.invalid/python", Command: []string{"python3"}, File: "main.py",
-		Limits: config.Limits{Timeout: time.Second, MaxTimeout: time.Second, OutputBytes: 1, CodeBytes: 1, WorkspaceBytes: 1},
+	lang, ok := config.Default().Language("python")
+	if !ok {
+		t.Fatal("the default configuration has no python")
 	}
-	state := filepath.Join(t.TempDir(), "state")
-	_, err := New(context.Background(), Config{
-		Address:   filepath.Join(t.TempDir(), "no-containerd.sock"),
-		Namespace: "test",
-		StateDir:  state,
-		Languages: []config.Language{lang, lang},
-		UIDs:      config.UIDRange{First: 100000, Last: 100010},
-	})
-	if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), `language "python" is configured twice`) {
-		t.Fatalf("New with a language twice: got %v; want an invalid-argument error naming it", err)
-	}
-	if _, err := os.Stat(state); !os.IsNotExist(err) {
-		t.Errorf("state directory after the refusal: %v; want it never created", err)
+	noMemory := lang
+	noMemory.Limits.MemoryBytes = 0
+	for _, tc := range []struct {
+		name  string
+		langs []config.Language
+		want  string
+	}{
+		{"a language twice", []config.Language{lang, lang}, `language "python" is configured twice`},
+		{"no memory limit", []config.Language{noMemory}, "languages.python.limits.memory"},
+	} {
+		state := filepath.Join(t.TempDir(), "state")
+		_, err := New(context.Background(), Config{
+			Address:   filepath.Join(t.TempDir(), "no-containerd.sock"),
+			Namespace: "test",
+			StateDir:  state,
+			Languages: tc.langs,
+			UIDs:      config.UIDRange{First: 100000, Last: 100010},
+		})
+		if !errdefs.IsInvalidArgument(err) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("New with %s: got %v; want an invalid-argument error with %q", tc.name, err, tc.want)
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("%s: state directory after the refusal: %v; want it never created", tc.name, err)
+		}
 	}
 }

@@ -37,7 +37,6 @@ import (
 
 	"code-sandbox-mcp/exec/internal/uid"
 
-	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
@@ -319,12 +318,6 @@ func (e *Executor) Sweep(ctx context.Context) (int, error) {
 	return e.h.Reaper.Sweep(ctx)
 }
 
-// Client returns the containerd client, for read-only checks such as the
-// CLI's doctor. Closing it is the Executor's business.
-func (e *Executor) Client() *containerd.Client {
-	return e.h.Client
-}
-
 func validate(l config.Language) error {
 	name := l.Name
 	switch {
@@ -336,17 +329,13 @@ func validate(l config.Language) error {
 		return fmt.Errorf("language %q has no command: %w", name, errdefs.ErrInvalidArgument)
 	case l.File == "" || l.File != cleanBase(l.File):
 		return fmt.Errorf("language %q: file %q must be a plain file name: %w", name, l.File, errdefs.ErrInvalidArgument)
-	case l.Limits.Timeout <= 0 || l.Limits.MaxTimeout < l.Limits.Timeout:
-		return fmt.Errorf("language %q: timeout %s must be positive and at most max timeout %s: %w", name, l.Limits.Timeout, l.Limits.MaxTimeout, errdefs.ErrInvalidArgument)
 	case l.Pool < 0:
 		return fmt.Errorf("language %q: pool %d is negative: %w", name, l.Pool, errdefs.ErrInvalidArgument)
-	case l.Limits.OutputBytes <= 0 || l.Limits.CodeBytes <= 0:
-		return fmt.Errorf("language %q: output and code caps must be positive: %w", name, errdefs.ErrInvalidArgument)
-	case l.Limits.WorkspaceBytes <= 0:
-		// tmpfs reads size=0 as no limit at all.
-		return fmt.Errorf("language %q: the workspace size must be positive: %w", name, errdefs.ErrInvalidArgument)
-	case l.Limits.FilesInBytes < 0 || l.Limits.MaxFilesIn < 0 || l.Limits.FilesOutBytes < 0 || l.Limits.MaxFilesOut < 0:
-		return fmt.Errorf("language %q: the caps on files in and out must not be negative: %w", name, errdefs.ErrInvalidArgument)
+	}
+	// The limits' rules are the configuration's, wherever the language
+	// came from.
+	if err := l.Limits.Check("languages." + name + ".limits"); err != nil {
+		return fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
 	}
 	return sandbox.CheckRuntime(l)
 }
