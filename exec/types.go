@@ -6,6 +6,7 @@ import (
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec/internal/sandbox"
 	"code-sandbox-mcp/exec/internal/uid"
+	"code-sandbox-mcp/oci"
 
 	"code-sandbox-mcp/exec/internal/workspace"
 )
@@ -56,4 +57,11 @@ var ErrNoUID = uid.ErrNoneFree
 // host's servers and commands together.
 func UIDStatus(r config.UIDRange, dir string) (held int, err error) {
 	return uid.Status(r, dir)
+}
+
+// SandboxPolicy is the policy every sandbox of l gets, minus what only a
+// run knows (see sandbox.Described): generate its spec with oci.Generate
+// to read what a run's enforces.
+func SandboxPolicy(l config.Language) oci.Policy {
+	return sandbox.Described(l)
 }

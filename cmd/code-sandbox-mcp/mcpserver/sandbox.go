@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec"
 	"code-sandbox-mcp/oci"
 )
 
@@ -19,19 +20,11 @@ type sandbox struct {
 	Home string
 }
 
-// describeSandbox generates l's spec, as the executor does for a run
-// minus what only a run knows (its program's directory, the pass-through
-// variables, the image's environment, the server's hard rlimits), and
-// reads what it enforces.
+// describeSandbox generates l's spec from the executor's own policy for
+// its sandboxes, minus what only a run knows (see exec.SandboxPolicy),
+// and reads what it enforces.
 func describeSandbox(ctx context.Context, l config.Language) (sandbox, error) {
-	p := oci.NewPolicy(l)
-	p.Env = oci.Env(nil, l.Env, nil)
-	// Each run has a uid of its own, which the executor picks; nothing
-	// said of the sandbox depends on which.
-	p.UID, p.GID = 1, 1
-	// The workspace is a tmpfs the executor mounts on the host, sized by
-	// workspace_size; any host directory stands for it in the spec.
-	p.WorkspaceHostDir = "/workspace-of-each-run"
+	p := exec.SandboxPolicy(l)
 	s, err := oci.Generate(ctx, p)
 	if err != nil {
 		return sandbox{}, fmt.Errorf("the spec of %s: %w", l.Name, err)

@@ -175,12 +175,10 @@ func (s *Sandbox) makeDir(labels map[string]string) error {
 // Warm or Preloaded.
 func (s *Sandbox) createContainer(ctx context.Context, labels map[string]string, o Options) error {
 	h := s.h
-	policy := sandboxoci.NewPolicy(s.lang)
-	policy.Env = sandboxoci.Env(s.img.Env, s.lang.Env, h.PassEnv)
-	policy.Hard = func(t string) (uint64, bool) { v, ok := h.Hard[t]; return v, ok }
-	policy.CodeHostDir = filepath.Join(s.dir, "code")
-	policy.WorkspaceHostDir = filepath.Join(s.dir, workspace.Dir)
-	policy.UID, policy.GID = s.uid, s.uid
+	policy := basePolicy(s.lang, runFacts{
+		imageEnv: s.img.Env, passEnv: h.PassEnv, hard: h.Hard, uid: s.uid,
+		codeDir: filepath.Join(s.dir, "code"), workspaceDir: filepath.Join(s.dir, workspace.Dir),
+	})
 	driver := ""
 	if s.session == nil {
 		driver = o.WarmDriver
