@@ -24,25 +24,10 @@ const auditUsage = `usage:
 // "FILE:LINE: why" on stderr if it is broken (or a file cannot be read),
 // 2 for usage errors.
 func auditCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, auditUsage)
-		fmt.Fprintln(stderr, "code-sandbox-mcp audit: missing verb; want verify")
-		return exitUsage
+	fs, args, status, ok := oneVerb("audit", "verify", args, auditUsage, stdout, stderr)
+	if !ok {
+		return status
 	}
-	verb, args := args[0], args[1:]
-	switch verb {
-	case "verify":
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, auditUsage)
-		return exitOK
-	default:
-		fmt.Fprint(stderr, auditUsage)
-		fmt.Fprintf(stderr, "code-sandbox-mcp audit: unknown verb %q; want verify\n", verb)
-		return exitUsage
-	}
-	fs := flag.NewFlagSet("audit verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, auditUsage) }
 	var after string
 	fs.Func("after", "the `hash` of the record before the first FILE's first", func(s string) error {
 		if _, err := hex.DecodeString(s); err != nil || len(s) != 64 || s != strings.ToLower(s) {

@@ -276,3 +276,31 @@ func oneShot(ec exec.Config, only ...string) exec.Config {
 	}
 	return ec
 }
+
+// oneVerb reads the verb of subcommand cmd, whose only verb is want, off
+// args and returns the arguments after it, and the verb's flag set, which
+// prints usage on stderr. ok is false, with the exit
+// status to return, where there is nothing to run: help was asked for (the
+// usage on stdout), or the verb is missing or unknown (the usage and why
+// on stderr).
+func oneVerb(cmd, want string, args []string, usage string, stdout, stderr io.Writer) (fs *flag.FlagSet, rest []string, status int, ok bool) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "code-sandbox-mcp %s: missing verb; want %s\n", cmd, want)
+		return nil, nil, exitUsage, false
+	}
+	switch verb := args[0]; verb {
+	case want:
+		fs := flag.NewFlagSet(cmd+" "+want, flag.ContinueOnError)
+		fs.SetOutput(stderr)
+		fs.Usage = func() { fmt.Fprint(stderr, usage) }
+		return fs, args[1:], exitOK, true
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil, nil, exitOK, false
+	default:
+		fmt.Fprint(stderr, usage)
+		fmt.Fprintf(stderr, "code-sandbox-mcp %s: unknown verb %q; want %s\n", cmd, verb, want)
+		return nil, nil, exitUsage, false
+	}
+}

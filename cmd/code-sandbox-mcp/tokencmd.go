@@ -21,25 +21,10 @@ const tokenUsage = `usage:
 // line (a name already in it, a file others may write), 2 for usage
 // errors. The token is printed only once its line is safely in FILE.
 func tokenCommand(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, tokenUsage)
-		fmt.Fprintln(stderr, "code-sandbox-mcp token: missing verb; want new")
-		return exitUsage
+	fs, args, status, ok := oneVerb("token", "new", args, tokenUsage, stdout, stderr)
+	if !ok {
+		return status
 	}
-	verb, args := args[0], args[1:]
-	switch verb {
-	case "new":
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(stdout, tokenUsage)
-		return exitOK
-	default:
-		fmt.Fprint(stderr, tokenUsage)
-		fmt.Fprintf(stderr, "code-sandbox-mcp token: unknown verb %q; want new\n", verb)
-		return exitUsage
-	}
-	fs := flag.NewFlagSet("token new", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, tokenUsage) }
 	var file string
 	fs.StringVar(&file, "append", "", "add the line to the token `file`, created 0600 if missing")
 	// NAME may come before or after --append.

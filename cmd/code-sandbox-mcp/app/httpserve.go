@@ -74,15 +74,23 @@ func resolveHTTP(f HTTPFlags, cfg *config.Config) (httpSettings, error) {
 			return hs, fmt.Errorf("--tls-cert, --tls-key: %w", err)
 		}
 	}
-	loopback, err := httpauth.LoopbackOnly(hs.addr)
+	hs.loopback, err = exposure("--http", hs.addr, hs.tokens != nil,
+		"run code", "make a token with `code-sandbox-mcp token new NAME --append FILE`")
+	return hs, err
+}
+
+// exposure reports whether listener flag's address addr is loopback
+// only, and refuses one beyond loopback without tokens, saying what
+// anyone who reached it could do and how to make the token it needs.
+func exposure(flag, addr string, tokens bool, could, makeToken string) (loopback bool, err error) {
+	loopback, err = httpauth.LoopbackOnly(addr)
 	if err != nil {
-		return hs, fmt.Errorf("--http: %w", err)
+		return false, fmt.Errorf("%s: %w", flag, err)
 	}
-	hs.loopback = loopback
-	if !loopback && hs.tokens == nil {
-		return hs, fmt.Errorf("--http %s listens beyond loopback without --auth-tokens, so anyone who reaches it could run code: give --auth-tokens FILE (make a token with `code-sandbox-mcp token new NAME --append FILE`), or listen on 127.0.0.1", hs.addr)
+	if !loopback && !tokens {
+		return false, fmt.Errorf("%s %s listens beyond loopback without --auth-tokens, so anyone who reaches it could %s: give --auth-tokens FILE (%s), or listen on 127.0.0.1", flag, addr, could, makeToken)
 	}
-	return hs, nil
+	return loopback, nil
 }
 
 // guards are what the flags, over cfg's [http] table, ask of a request to

@@ -57,13 +57,9 @@ func newTelemetry(f HTTPFlags, cfg *config.Config, version string) (*telemetry, 
 	if t.tokens, t.origins, err = guards(f, cfg); err != nil {
 		return nil, err
 	}
-	loopback, err := httpauth.LoopbackOnly(t.addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
-	}
-	t.loopback = loopback
-	if !loopback && t.tokens == nil {
-		return nil, fmt.Errorf("--metrics-addr %s listens beyond loopback without --auth-tokens, so anyone who reaches it could read what the server runs and for whom: give --auth-tokens FILE (with a token for the scraper: `code-sandbox-mcp token new prometheus --append FILE`), or listen on 127.0.0.1", t.addr)
+	if t.loopback, err = exposure("--metrics-addr", t.addr, t.tokens != nil,
+		"read what the server runs and for whom", "with a token for the scraper: `code-sandbox-mcp token new prometheus --append FILE`"); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -96,32 +92,36 @@ func (t *telemetry) instrument(lx *lazyExecutor) mcpserver.RunFunc {
 	return mcpserver.RunFunc(t.m.Run(lx.Run))
 }
 
+// authReasons and connReasons are the metrics' names of Require's and
+// connBounds' reasons; a reason not in authReasons counts as invalid.
+var (
+	authReasons = map[string]string{
+		httpauth.ReasonMissing:   metrics.AuthMissing,
+		httpauth.ReasonMalformed: metrics.AuthMalformed,
+	}
+	connReasons = map[string]string{
+		connlimit.ReasonTotal:     metrics.ConnMaxTotal,
+		connlimit.ReasonPerClient: metrics.ConnMaxPerClient,
+	}
+)
+
 // authFailed counts a request Require refused, by its reason.
 func (t *telemetry) authFailed(reason string) {
 	if t == nil {
 		return
 	}
-	switch reason {
-	case httpauth.ReasonMissing:
-		t.m.AuthFailed(metrics.AuthMissing)
-	case httpauth.ReasonMalformed:
-		t.m.AuthFailed(metrics.AuthMalformed)
-	default:
-		t.m.AuthFailed(metrics.AuthInvalid)
+	r, ok := authReasons[reason]
+	if !ok {
+		r = metrics.AuthInvalid
 	}
+	t.m.AuthFailed(r)
 }
 
 // connRefused counts a connection refused by a listener's connBounds,
 // by its reason.
 func (t *telemetry) connRefused(reason string) {
-	if t == nil {
-		return
-	}
-	switch reason {
-	case connlimit.ReasonTotal:
-		t.m.ConnRefused(metrics.ConnMaxTotal)
-	case connlimit.ReasonPerClient:
-		t.m.ConnRefused(metrics.ConnMaxPerClient)
+	if r, ok := connReasons[reason]; ok && t != nil {
+		t.m.ConnRefused(r)
 	}
 }
 

@@ -147,55 +147,31 @@ func newMetrics() *Metrics {
 	lang := []string{"language"}
 	return &Metrics{
 		reg: prometheus.NewRegistry(),
-		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "runs_total",
-			Help: "Programs run, one-shot or in a session, by language and outcome: " +
-				"ok (exit 0), error (non-zero exit), signal (killed by a signal), timeout, oom, " +
-				"refused (invalid request, unknown session: nothing ran), " +
-				"failed (the server could not run it: containerd, image, sandbox), " +
-				"cancelled (the caller went away first).",
-		}, []string{"language", "outcome"}),
-		runDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "run_duration_seconds",
-			Help:    "Time a run call took, queue and sandbox creation included, whatever its outcome.",
-			Buckets: runBuckets,
-		}, lang),
-		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Name: "runs_in_flight",
-			Help: "Run calls in progress, queued ones included.",
-		}, lang),
-		createSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "sandbox_create_seconds",
-			Help:    "Time to create a sandbox that was created, for a run, a ready pool or a session.",
-			Buckets: createBuckets,
-		}, lang),
-		createFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "sandbox_create_failures_total",
-			Help: "Sandboxes that could not be created.",
-		}, lang),
-		poolTakes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "pool_takes_total",
-			Help: "One-shot runs of a language with a ready pool, by whether a ready sandbox was there (hit) or the run created its own (miss).",
-		}, []string{"language", "result"}),
-		queueWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "queue_wait_seconds",
-			Help:    "Time a one-shot run or a session's cell waited for one of the concurrency slots.",
-			Buckets: queueBuckets,
-		}, lang),
-		sessionsEnded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "sessions_ended_total",
-			Help: "Sessions that ended, for whatever reason (closed, idle, too old, gone, server shutdown).",
-		}, lang),
-		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "auth_failures_total",
-			Help: "HTTP requests refused for their Authorization header: missing, malformed (not one \"Bearer TOKEN\"), or invalid (no client's token).",
-		}, []string{"reason"}),
-		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Name: "connections_refused_total",
-			Help: "Connections closed as soon as accepted, on the /mcp listener or the metrics listener, for the bound they would pass: " +
-				"max_connections (all clients together) or max_connections_per_client (one remote address).",
-		}, []string{"reason"}),
+		runs: counter("runs_total", "Programs run, one-shot or in a session, by language and outcome: "+
+			"ok (exit 0), error (non-zero exit), signal (killed by a signal), timeout, oom, "+
+			"refused (invalid request, unknown session: nothing ran), "+
+			"failed (the server could not run it: containerd, image, sandbox), "+
+			"cancelled (the caller went away first).", []string{"language", "outcome"}),
+		runDuration:    histogram("run_duration_seconds", "Time a run call took, queue and sandbox creation included, whatever its outcome.", runBuckets, lang),
+		inFlight:       prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "runs_in_flight", Help: "Run calls in progress, queued ones included."}, lang),
+		createSeconds:  histogram("sandbox_create_seconds", "Time to create a sandbox that was created, for a run, a ready pool or a session.", createBuckets, lang),
+		createFailures: counter("sandbox_create_failures_total", "Sandboxes that could not be created.", lang),
+		poolTakes:      counter("pool_takes_total", "One-shot runs of a language with a ready pool, by whether a ready sandbox was there (hit) or the run created its own (miss).", []string{"language", "result"}),
+		queueWait:      histogram("queue_wait_seconds", "Time a one-shot run or a session's cell waited for one of the concurrency slots.", queueBuckets, lang),
+		sessionsEnded:  counter("sessions_ended_total", "Sessions that ended, for whatever reason (closed, idle, too old, gone, server shutdown).", lang),
+		authFailures:   counter("auth_failures_total", "HTTP requests refused for their Authorization header: missing, malformed (not one \"Bearer TOKEN\"), or invalid (no client's token).", []string{"reason"}),
+		connsRefused: counter("connections_refused_total", "Connections closed as soon as accepted, on the /mcp listener or the metrics listener, for the bound they would pass: "+
+			"max_connections (all clients together) or max_connections_per_client (one remote address).", []string{"reason"}),
 	}
+}
+
+// counter and histogram are vectors of the server's namespace.
+func counter(name, help string, labels []string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help}, labels)
+}
+
+func histogram(name, help string, buckets []float64, labels []string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: name, Help: help, Buckets: buckets}, labels)
 }
 
 // zero makes each series of each language, and of each reason, present
