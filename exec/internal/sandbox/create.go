@@ -22,6 +22,9 @@ import (
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
+// createTimeout bounds the creation of one sandbox.
+const createTimeout = 30 * time.Second
+
 // New makes a sandbox for lang from o.Image, whose task starts as o.How
 // says; with o.Session, the task runs the language's session driver on
 // those streams instead, started at once. Objects are labelled so that

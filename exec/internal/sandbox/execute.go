@@ -17,6 +17,18 @@ import (
 	"code-sandbox-mcp/exec/internal/workspace"
 )
 
+const (
+	// killTimeout bounds containerd's kill of a task, exitTimeout the wait
+	// for a killed task to be reported gone.
+	killTimeout = 1 * time.Second
+	exitTimeout = 3 * time.Second
+	// drainTimeout bounds the wait for the last output once a task exited.
+	drainTimeout = 5 * time.Second
+	// oomGrace is how long a run killed by a SIGKILL that it did not get
+	// from us waits for the OOM event, which may trail the exit.
+	oomGrace = 250 * time.Millisecond
+)
+
 // errTimedOut is the cause of Execute's context when its timeout ran out.
 var errTimedOut = errors.New("the run's timeout ran out")
 

@@ -31,22 +31,9 @@ import (
 	"code-sandbox-mcp/exec/internal/watch"
 )
 
-const (
-	// CallTimeout bounds one short call to containerd on a run's path,
-	// such as an image lookup, a start or a kill.
-	CallTimeout = 10 * time.Second
-	// createTimeout bounds the creation of one sandbox.
-	createTimeout = 30 * time.Second
-	// killTimeout bounds containerd's kill of a task, exitTimeout the wait
-	// for a killed task to be reported gone.
-	killTimeout = 1 * time.Second
-	exitTimeout = 3 * time.Second
-	// drainTimeout bounds the wait for the last output once a task exited.
-	drainTimeout = 5 * time.Second
-	// oomGrace is how long a run killed by a SIGKILL that it did not get
-	// from us waits for the OOM event, which may trail the exit.
-	oomGrace = 250 * time.Millisecond
-)
+// CallTimeout bounds one short call to containerd on a run's path, such
+// as an image lookup, a start or a kill.
+const CallTimeout = 10 * time.Second
 
 // Host is what sandboxes need of their surroundings. Its fields are set
 // once, before the first sandbox, and not changed.
