@@ -1,19 +1,17 @@
 // Package exec runs programs in fresh, locked-down containerd containers,
-// one brand-new container per run, deleted with its snapshot afterwards, or,
-// for a session, as the cells of one interpreter kept alive in a container
-// of its own, confined the same way:
-// it owns each language's readiness (its image, prepared and cached until
-// it changes, and its pool of ready sandboxes), the run's container, task,
-// workspace (the files written in before the program and read out after
-// it), captured output, deadline and kill, the cleanup and its retries, the
-// sweep of what a crashed server left behind, and the bound on concurrent
-// runs, with every call to containerd bounded in time. It reads languages
-// in config's model but knows no configuration file, and nothing of MCP.
-//
-// The parts that need nothing of the Executor are packages of their own
-// under internal/: workspace (the files in and out), uid (host uid
-// claims), watch (how sandboxes end), sweep (what is ours, and its
-// deletion) and lifetime (closing, then abandoning). None imports exec.
+// one brand-new container per run, deleted with its snapshot afterwards,
+// or, for a session, as the cells of one interpreter kept alive in a
+// container of its own, confined the same way. It is a facade (Config,
+// New, Run, Ready, Close, the sessions' calls, the sentinel errors, Hooks)
+// that checks requests, bounds concurrent runs and owns the order of
+// shutdown; the work is done by packages with one job each under
+// internal/: sandbox (one sandbox, created, run and destroyed), pool (each
+// language's image and ready sandboxes), session (sessions and their cell
+// protocol), watch (how sandboxes end), sweep (what is ours, and its
+// deletion), workspace (the files in and out), uid (host uid claims) and
+// lifetime (closing, then abandoning). None of them imports exec. It reads
+// languages in config's model but knows no configuration file, and
+// nothing of MCP.
 package exec
 
 import (
