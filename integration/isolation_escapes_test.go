@@ -1,98 +1,28 @@
 package integration
 
-// The isolation suite, cases 14-26 of issue 4: what a hostile program may
-// read, write, call and leave behind, each run through the real server on
-// a real containerd with the outcome it must get, and then the host
-// checked by afterCase (and, when each mode's server exits, by m.start's
-// cleanup). Python reaches raw system calls through ctypes with x86_64
-// numbers; JavaScript is tried where the attack differs.
+// The isolation suite, cases 6, 8, 14-20 and 22-26 of issue 4 and case 41
+// of issue 24: escapes, what a hostile program may read, write, call and
+// leave behind (the root file system, the host's secrets, kernel tunables,
+// namespaces, other processes, system calls, devices, setuid binaries, the
+// environment, descriptors, processes that outlive the run, core files,
+// the posture read from the host, and its cgroup on v1 and v2 alike), each
+// run through the real server on a real containerd with the outcome it
+// must get, and then the host checked by afterCase (and, when each mode's
+// server exits, by m.start's cleanup). Python reaches raw system calls
+// through ctypes with x86_64 numbers (pyProbe); JavaScript is tried where
+// the attack differs.
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// pyProbe starts every Python probe: raw system calls by number, and a
-// report that maps each attempt to its outcome, "ok" or an errno name,
-// printed as one JSON line at the end by pyReport.
-const pyProbe = `
-import ctypes, errno, json, os, sys
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-out = {}
-
-def ename(n):
-    return errno.errorcode.get(n, str(n))
-
-def sys_(nr, *args):
-    ctypes.set_errno(0)
-    conv = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
-    r = libc.syscall(ctypes.c_long(nr), *conv)
-    if r == 0 and nr in (56,):  # a clone that succeeded: the child leaves
-        os._exit(0)
-    return 'ok' if r != -1 else ename(ctypes.get_errno())
-
-def check(name, f):
-    try:
-        v = f()
-        out[name] = 'ok' if v is None else str(v)
-    except OSError as e:
-        out[name] = ename(e.errno)
-`
-
-const pyReport = `
-print(json.dumps(out), flush=True)
-`
-
-// probeReport decodes the last line of a probe's stdout as its report.
-func probeReport(t *testing.T, r hostileRun) map[string]string {
-	t.Helper()
-	if r.isError || r.out.ExitCode != 0 {
-		t.Fatalf("probe failed: %q %+v", r.text, r.out)
-	}
-	lines := strings.Split(strings.TrimSpace(r.out.Stdout), "\n")
-	var got map[string]string
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
-		t.Fatalf("probe report %q: %v", r.out.Stdout, err)
-	}
-	return got
-}
-
-// assertReport checks every outcome of want, and that the report has
-// nothing want does not mention.
-func assertReport(t *testing.T, got, want map[string]string) {
-	t.Helper()
-	for k, w := range want {
-		if g, ok := got[k]; !ok {
-			t.Errorf("%s: not reported; want %s", k, w)
-		} else if g != w {
-			t.Errorf("%s: got %s; want %s", k, g, w)
-		}
-	}
-	for k, g := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("%s: got %s; want no such attempt (add it to the test)", k, g)
-		}
-	}
-}
-
-// pyList renders strings as a Python list literal (JSON is one).
-func pyList(ss []string) string {
-	b, _ := json.Marshal(ss)
-	return string(b)
-}
 
 // onHost returns ifThere if path exists on the host, and "ENOENT" if not:
 // a kernel without the file cannot leak it, and masking it is a no-op.
@@ -103,12 +33,73 @@ func onHost(path, ifThere string) string {
 	return ifThere
 }
 
-// marker returns a string unique to this test run, to find processes by.
-func marker(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 6)
-	rand.Read(b)
-	return "csm-marker-" + hex.EncodeToString(b)
+// Case 6: the root file system and the program's directory are read-only.
+func TestIsolationRootFSReadOnly(t *testing.T) {
+	spec := serverSpec{}
+	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
+		// New names only: writing an existing root-owned file would fail with
+		// EACCES before the read-only check, which proves less. The file
+		// renamed is the sandbox's program: in a session, the driver the
+		// cell runs in.
+		prog := m.program("python")
+		r := m.hostile(t, s, "python", `
+import errno, os
+def try_(what, f, *a):
+    try:
+        f(*a)
+        print(what, 'ok')
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+for d in ['/', '/usr/lib', '/etc', '/var/tmp', '/home', '/sandbox']:
+    try_('create ' + d, lambda: open(os.path.join(d, 'new'), 'x').close())
+try_('mkdir /', os.mkdir, '/newdir')
+try_('rename `+prog+`', os.rename, '`+prog+`', '/sandbox/x.py')
+`)
+		want := "create / EROFS\ncreate /usr/lib EROFS\ncreate /etc EROFS\ncreate /var/tmp EROFS\ncreate /home EROFS\ncreate /sandbox EROFS\n" +
+			"mkdir / EROFS\nrename " + prog + " EROFS\n"
+		if r.text != want || r.isError {
+			t.Errorf("got %q; want %q", r.text, want)
+		}
+		afterCase(t, s, r)
+	})
+}
+
+// Case 8: what a run leaves in /tmp and /dev/shm is gone for the next one;
+// /var/tmp is read-only.
+func TestIsolationNoLeftoverFiles(t *testing.T) {
+	spec := serverSpec{}
+	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
+		first := m.hostile(t, s, "python", `
+import errno, os
+for p in ['/tmp/left', '/tmp/.hidden/left', '/dev/shm/left', '/var/tmp/left']:
+    try:
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        open(p, 'w').write('secret')
+        print(p, 'written')
+    except OSError as e:
+        print(p, errno.errorcode[e.errno])
+os.mkfifo('/tmp/fifo')
+`)
+		if want := "/tmp/left written\n/tmp/.hidden/left written\n/dev/shm/left written\n/var/tmp/left EROFS\n"; first.text != want {
+			t.Errorf("first run: got %q; want %q", first.text, want)
+		}
+		second := m.hostile(t, s, "python", `
+import os
+for d in ['/tmp', '/dev/shm', '/var/tmp']:
+    print(d, sorted(os.listdir(d)))
+`)
+		if want := "/tmp []\n/dev/shm []\n/var/tmp []\n"; second.text != want {
+			t.Errorf("second run: got %q; want %q", second.text, want)
+		}
+		for _, id := range second.ids {
+			if strings.Contains(strings.Join(first.ids, " "), id) {
+				t.Errorf("both runs ran in sandbox %s; want a new one", id)
+			}
+		}
+		afterCase(t, s, first, second)
+	})
 }
 
 // Case 14: host and image secrets are masked or unreadable.
@@ -409,97 +400,6 @@ out['uid'] = str(os.getuid())
 		})
 		afterCase(t, s, r)
 	})
-}
-
-// Case 21: neither containerd's, docker's nor a shim's socket is
-// reachable, by path or in the abstract namespace.
-func TestIsolationNoDaemonSockets(t *testing.T) {
-	spec := serverSpec{}
-	eachMode(t, func(t *testing.T, m mode) {
-		s := m.start(t, spec)
-		// A listener of our own in the host's abstract namespace: the host
-		// reaches it, the sandbox, in its own network namespace, must not.
-		abstract := "@" + marker(t)
-		l, err := net.Listen("unix", abstract)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var accepted atomic.Int64
-		countAccepts(t, l, &accepted)
-		if c, err := net.Dial("unix", abstract); err != nil {
-			t.Fatalf("the host cannot reach its own abstract socket %s: %v", abstract, err)
-		} else {
-			c.Close()
-		}
-
-		paths := []string{"/run/containerd/containerd.sock", "/run/containerd/containerd.sock.ttrpc",
-			"/var/run/docker.sock", "/run/docker.sock", "/run/podman/podman.sock", testAddress, testAddress + ".ttrpc"}
-		// Shim sockets (containerd 1.5 and later put them here, not in the
-		// abstract namespace).
-		shims, _ := filepath.Glob("/run/containerd/s/*")
-		paths = append(paths, shims...)
-		abstracts := append(hostAbstractSockets(t), abstract)
-		want := map[string]string{}
-		for _, p := range paths {
-			want[p] = "ENOENT"
-		}
-		for _, a := range abstracts {
-			want[a] = "ECONNREFUSED"
-		}
-
-		r := m.hostile(t, s, "python", pyProbe+`
-import socket
-def dial(addr):
-    c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    c.settimeout(2)
-    try:
-        c.connect('\0' + addr[1:] if addr.startswith('@') else addr)
-    finally:
-        c.close()
-for a in `+pyList(slices.Concat(paths, abstracts))+`:
-    check(a, lambda a=a: dial(a))
-`+pyReport)
-		assertReport(t, probeReport(t, r), want)
-
-		js := m.hostile(t, s, "javascript", `
-const net = require('net');
-const addrs = `+pyList(slices.Concat(paths, abstracts))+`;
-const out = {};
-let left = addrs.length;
-new Promise((finished) => { // the last expression: see case 1
-  for (const a of addrs) {
-    const c = net.createConnection({ path: a.startsWith('@') ? '\0' + a.slice(1) : a });
-    const done = (v) => { if (!(a in out)) { out[a] = v; c.destroy(); if (--left === 0) { console.log(JSON.stringify(out)); finished(); } } };
-    c.on('connect', () => done('ok'));
-    c.on('error', (e) => done(e.code));
-  }
-});
-`)
-		assertReport(t, probeReport(t, js), want)
-		// Our listener saw the host's own dial, and nothing from the sandbox.
-		if n := accepted.Load(); n != 1 {
-			t.Errorf("abstract listener %s accepted %d connections; want 1 (the host's)", abstract, n)
-		}
-		afterCase(t, s, r, js)
-	})
-}
-
-// hostAbstractSockets lists the abstract unix sockets the host's network
-// namespace has, as "@name", without ours (the server's and the tests').
-func hostAbstractSockets(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/net/unix")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) == 8 && strings.HasPrefix(f[7], "@") && !slices.Contains(out, f[7]) && !strings.Contains(f[7], "csm-marker-") {
-			out = append(out, f[7])
-		}
-	}
-	return out
 }
 
 // Case 22: the environment is the image's, the language's and the
@@ -938,4 +838,37 @@ func inPIDNamespaceOf(pid uint32) []int {
 		}
 	}
 	return out
+}
+
+// Case 41: the program sees no cgroup file system (the spec mounts none at
+// /sys/fs/cgroup, which stays the read-only sysfs's empty directory) and
+// cannot mount one, and in its cgroup namespace every hierarchy's path is
+// "/": it learns neither the host's cgroup tree nor its own run id, and
+// has no file through which to change a limit or leave its cgroup.
+func TestIsolationOwnCgroup(t *testing.T) {
+	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, serverSpec{})
+		r := m.hostile(t, s, "python", pyProbe+`
+paths = set(l.split(':', 2)[2] for l in open('/proc/self/cgroup').read().split())
+out['paths'] = ','.join(sorted(paths))
+# Field 9 of a mountinfo line (after the separator "-") is the type.
+types = [l.split(' - ')[1].split()[0] for l in open('/proc/self/mountinfo').read().splitlines()]
+out['cgroup mounts'] = str(sum(t in ('cgroup', 'cgroup2') for t in types))
+check('list /sys/fs/cgroup', lambda: ','.join(sorted(os.listdir('/sys/fs/cgroup'))))
+os.makedirs('/tmp/cg', exist_ok=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_void_p]
+for fs in ('cgroup2', 'cgroup'):
+    ctypes.set_errno(0)
+    rc = libc.mount(fs.encode(), b'/tmp/cg', fs.encode(), 0, b'memory' if fs == 'cgroup' else None)
+    out['mount ' + fs] = 'ok' if rc == 0 else ename(ctypes.get_errno())
+`+pyReport)
+		assertReport(t, probeReport(t, r), map[string]string{
+			"paths":               "/",
+			"cgroup mounts":       "0",
+			"list /sys/fs/cgroup": "",
+			"mount cgroup2":       "EPERM",
+			"mount cgroup":        "EPERM",
+		})
+		afterCase(t, s, r)
+	})
 }

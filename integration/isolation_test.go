@@ -1,13 +1,22 @@
 package integration
 
-// Helpers shared by the isolation suite (isolation_a_test.go to
-// isolation_d_test.go): the two modes every case runs in (a sandbox of its
+// Helpers shared by the isolation suite, whose cases are in a file a
+// theme: isolation_resources_test.go (what one run may use up),
+// isolation_escapes_test.go (what it may read, write, call and leave
+// behind), isolation_network_test.go (what it may reach),
+// isolation_uid_budgets_test.go (budgets the kernel keeps per user or for
+// the whole host) and isolation_workspace_test.go (the files the server
+// reads back). Here: the two modes every case runs in (a sandbox of its
 // own, a cell of a fresh session), a hostile program run through the real
-// server in either, with the ids of the sandboxes it ran in, and
-// afterCase, what the host must look like afterwards.
+// server in either, with the ids of the sandboxes it ran in, the Python
+// probe and its report, and afterCase, what the host must look like
+// afterwards.
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -786,4 +795,82 @@ func procStatusKB(pid int, key string) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("/proc/%d/status has no %s", pid, key)
+}
+
+// pyProbe starts every Python probe: raw system calls by number, and a
+// report that maps each attempt to its outcome, "ok" or an errno name,
+// printed as one JSON line at the end by pyReport.
+const pyProbe = `
+import ctypes, errno, json, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+out = {}
+
+def ename(n):
+    return errno.errorcode.get(n, str(n))
+
+def sys_(nr, *args):
+    ctypes.set_errno(0)
+    conv = [ctypes.c_long(a) if isinstance(a, int) else a for a in args]
+    r = libc.syscall(ctypes.c_long(nr), *conv)
+    if r == 0 and nr in (56,):  # a clone that succeeded: the child leaves
+        os._exit(0)
+    return 'ok' if r != -1 else ename(ctypes.get_errno())
+
+def check(name, f):
+    try:
+        v = f()
+        out[name] = 'ok' if v is None else str(v)
+    except OSError as e:
+        out[name] = ename(e.errno)
+`
+
+const pyReport = `
+print(json.dumps(out), flush=True)
+`
+
+// probeReport decodes the last line of a probe's stdout as its report.
+func probeReport(t *testing.T, r hostileRun) map[string]string {
+	t.Helper()
+	if r.isError || r.out.ExitCode != 0 {
+		t.Fatalf("probe failed: %q %+v", r.text, r.out)
+	}
+	lines := strings.Split(strings.TrimSpace(r.out.Stdout), "\n")
+	var got map[string]string
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &got); err != nil {
+		t.Fatalf("probe report %q: %v", r.out.Stdout, err)
+	}
+	return got
+}
+
+// assertReport checks every outcome of want, and that the report has
+// nothing want does not mention.
+func assertReport(t *testing.T, got, want map[string]string) {
+	t.Helper()
+	for k, w := range want {
+		if g, ok := got[k]; !ok {
+			t.Errorf("%s: not reported; want %s", k, w)
+		} else if g != w {
+			t.Errorf("%s: got %s; want %s", k, g, w)
+		}
+	}
+	for k, g := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("%s: got %s; want no such attempt (add it to the test)", k, g)
+		}
+	}
+}
+
+// pyList renders strings as a Python list literal (JSON is one).
+func pyList(ss []string) string {
+	b, _ := json.Marshal(ss)
+	return string(b)
+}
+
+// marker returns a string unique to this test run, to find processes by.
+func marker(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 6)
+	rand.Read(b)
+	return "csm-marker-" + hex.EncodeToString(b)
 }
