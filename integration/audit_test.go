@@ -20,32 +20,12 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 )
-
-// startAudited is startMCP that also returns the server's process, and
-// stop, which closes the client (so that the server exits) and waits for
-// the exit; the test's cleanup calls it too.
-func startAudited(t *testing.T, spec serverSpec) (*mcpServer, *osexec.Cmd, func()) {
-	t.Helper()
-	var stops []func()
-	s := startMCPUntil(t, spec, func(f func()) { stops = append(stops, f) })
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			for i := len(stops) - 1; i >= 0; i-- {
-				stops[i]()
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return s, s.cmd, stop
-}
 
 // randomSecret is a value that cannot be in the log by chance.
 func randomSecret(t *testing.T) string {

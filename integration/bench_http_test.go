@@ -10,18 +10,12 @@ package integration
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
-	"github.com/mark3labs/mcp-go/mcp"
-
-	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
 )
 
 const (
@@ -101,77 +95,6 @@ func (r *benchReport) judgeHTTP(add func(name string, known bool, got string, me
 	d := web.P50Ms - stdio.P50Ms
 	add("python hello p50 over HTTP within 2 ms of stdio", true,
 		fmt.Sprintf("%.1f ms vs %.1f ms: %+.1f ms (%.2fx)", web.P50Ms, stdio.P50Ms, d, web.P50Ms/stdio.P50Ms), d <= 2)
-}
-
-// startBenchHTTP starts the binary as startBench does, but serving
-// streamable HTTP on a loopback port of its choosing with a token file of
-// clients names, and connects one MCP client per name.
-func startBenchHTTP(b *testing.B, bin, sandboxTOML string, clients int) *benchServer {
-	b.Helper()
-	dir := b.TempDir()
-	var lines []string
-	tokens := make([]string, clients)
-	for i := range tokens {
-		tokens[i] = httpauth.NewToken()
-		lines = append(lines, httpauth.Line(fmt.Sprintf("client%d", i), tokens[i]))
-	}
-	tokenPath := filepath.Join(dir, "tokens")
-	if err := os.WriteFile(tokenPath, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	s := newBenchServer(b, bin, sandboxTOML, "--http", "127.0.0.1:0", "--auth-tokens", tokenPath)
-	if err := s.cmd.Start(); err != nil {
-		b.Fatalf("start %s: %v", bin, err)
-	}
-	servers.Add(1)
-	exited := make(chan error, 1)
-	go func() { exited <- s.cmd.Wait() }()
-	s.stop = func() error {
-		_ = s.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case err := <-exited:
-			return err
-		case <-time.After(time.Minute):
-			_ = s.cmd.Process.Kill()
-			return fmt.Errorf("still running a minute after SIGTERM")
-		}
-	}
-	var addr string
-	if !waitFor(30*time.Second, func() bool {
-		if m := listenLine.FindStringSubmatch(s.stderr.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return false
-	}) {
-		s.stop()
-		b.Fatalf("the server did not say where it listens within 30s; stderr:\n%s", s.stderr)
-	}
-	ctx := testContext(b)
-	for _, tok := range tokens {
-		c, err := client.NewStreamableHttpClient("http://"+addr+"/mcp",
-			transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := c.Start(ctx); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-			ClientInfo: mcp.Implementation{Name: "bench-http", Version: "1"},
-		}}); err != nil {
-			b.Fatalf("initialize over HTTP: %v\nstderr:\n%s", err, s.stderr)
-		}
-		s.clients = append(s.clients, c)
-	}
-	s.c = s.clients[0]
-	s.base, s.tokens = "http://"+addr, tokens
-	// Each call takes a client no other call is using.
-	s.free = make(chan *client.Client, len(s.clients))
-	for _, c := range s.clients {
-		s.free <- c
-	}
-	return s
 }
 
 // take returns a client of s for one call, and the function that gives

@@ -60,7 +60,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/config"
@@ -507,46 +506,6 @@ type benchServer struct {
 	tokens  []string
 	free    chan *client.Client
 	stop    func() error
-}
-
-// newBenchServer prepares the command of the binary at debug level with
-// sandboxTOML (lines of [sandbox], then more tables) and args.
-func newBenchServer(b *testing.B, bin, sandboxTOML string, args ...string) *benchServer {
-	b.Helper()
-	stateDir := newStateDir(b)
-	cfgPath := filepath.Join(b.TempDir(), "sandbox.toml")
-	if err := os.WriteFile(cfgPath, []byte(withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\n%s", stateDir, sandboxTOML), testUIDLockDir())), 0o644); err != nil {
-		b.Fatal(err)
-	}
-	cmd := osexec.Command(bin, append([]string{"--log-level", "debug", "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace}, args...)...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	s := &benchServer{cmd: cmd, stderr: &syncBuffer{}, stateDir: stateDir}
-	cmd.Stderr = s.stderr
-	return s
-}
-
-// startBench starts the binary at debug level with sandboxTOML (lines of
-// [sandbox], then more tables) and initializes a session over stdio.
-func startBench(b *testing.B, bin, sandboxTOML string) *benchServer {
-	b.Helper()
-	s := newBenchServer(b, bin, sandboxTOML)
-	cmd := s.cmd
-	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
-		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
-			return cmd, nil
-		}))
-	s.c = client.NewClient(tr)
-	servers.Add(1)
-	ctx := testContext(b)
-	if err := s.c.Start(ctx); err != nil {
-		b.Fatalf("start %s: %v", bin, err)
-	}
-	if _, err := s.c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ClientInfo: mcp.Implementation{Name: "bench", Version: "1"},
-	}}); err != nil {
-		b.Fatalf("initialize: %v\nstderr:\n%s", err, s.stderr)
-	}
-	return s
 }
 
 // close ends the session; the server must exit cleanly and leave nothing.

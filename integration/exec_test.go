@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -61,62 +60,6 @@ func testLanguages() []config.Language {
 func testLanguage(name string) config.Language {
 	langs := testLanguages()
 	return langs[slices.IndexFunc(langs, func(l config.Language) bool { return l.Name == name })]
-}
-
-// newExecutor starts an executor on the test daemon, prepared, with its own
-// state directory. When the test ends it is closed and the namespace and
-// state directory are checked for leftovers.
-func newExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
-	t.Helper()
-	e := startExecutor(t, edit)
-	if err := e.Prepare(testContext(t)); err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	return e
-}
-
-// startExecutor is newExecutor without the Prepare, for tests of what
-// happens when a language cannot be prepared.
-func startExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
-	t.Helper()
-	cfg := exec.Config{
-		Address:   testAddress,
-		Namespace: testNamespace,
-		StateDir:  newStateDir(t),
-		Languages: testLanguages(),
-		UIDs:      testUIDs,
-		// The harness's: every executor and server on the shared daemon
-		// claims uids from it, so that none shares one with another.
-		UIDLockDir: testUIDLockDir(),
-	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	// A test's own languages too.
-	cfg.Languages = withTestRuntime(cfg.Languages)
-	if cfg.Logger == nil {
-		// What the executor logged, shown if the test fails: registered
-		// first, so that it runs after Close.
-		log := &syncBuffer{}
-		cfg.Logger = slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("the executor's log:\n%s", log)
-			}
-		})
-	}
-	e, err := exec.New(testContext(t), cfg)
-	if err != nil {
-		t.Fatalf("exec.New: %v", err)
-	}
-	// Cleanups run last-in first-out: Close, then the check.
-	t.Cleanup(func() { assertNoLeftovers(t, cfg.StateDir) })
-	t.Cleanup(func() {
-		if err := e.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return e
 }
 
 // waitRunning waits up to d for a sandbox's program to run, and reports

@@ -11,7 +11,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -26,7 +25,6 @@ import (
 
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/containers/images"
@@ -394,83 +392,6 @@ type faultServer struct {
 	stderr         *syncBuffer
 	exited         chan struct{} // closed once the process is waited for
 	state          *os.ProcessState
-}
-
-// startFaultServer starts the binary on d with stateDir and initializes an
-// MCP session. Only python is enabled (the private daemon has no other
-// image) and nothing is pulled. When the test ends, a server still
-// running gets stdin closed, and is killed 20 s later.
-func startFaultServer(t *testing.T, d *privateDaemon, stateDir string) *faultServer {
-	t.Helper()
-	cfgPath := filepath.Join(t.TempDir(), "sandbox.toml")
-	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = 2\npull = \"never\"\n\n[languages.javascript]\ndisabled = true\n", stateDir), filepath.Join(d.dir, "uids"))
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// At debug level: its log is shown if the test fails.
-	cmd := osexec.Command(mcpBinary(t), "--config", cfgPath, "--address", d.address, "--namespace", d.namespace, "--log-level", "debug")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
-	s := &faultServer{cmd: cmd, stateDir: stateDir, stderr: &syncBuffer{}, exited: make(chan struct{})}
-
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	inR.Close()
-	outW.Close()
-	errW.Close()
-	s.stdin, s.stdout, s.errOut = inW, outR, errR
-	go io.Copy(s.stderr, errR)
-	go func() {
-		cmd.Wait()
-		s.state = cmd.ProcessState
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		s.stdin.Close()
-		select {
-		case <-s.exited:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-s.exited
-			t.Errorf("the server did not exit within 20s of the test's end; killed it")
-		}
-		s.stdout.Close()
-		s.errOut.Close()
-		for _, bad := range []string{"panic", "WARNING: DATA RACE"} {
-			if strings.Contains(s.stderr.String(), bad) {
-				t.Errorf("server stderr has %q", bad)
-			}
-		}
-		if t.Failed() {
-			t.Logf("server stderr:\n%s", s.stderr)
-		}
-	})
-
-	s.c = client.NewClient(transport.NewIO(outR, inW, nil))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.c.Start(ctx); err != nil {
-		t.Fatalf("start the MCP client: %v", err)
-	}
-	if _, err := s.c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ClientInfo: mcp.Implementation{Name: "faults", Version: "1"},
-	}}); err != nil {
-		t.Fatalf("initialize: %v\nstderr:\n%s", err, s.stderr)
-	}
-	return s
 }
 
 // callOutcome is what a call gave the client, and when.

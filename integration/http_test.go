@@ -12,7 +12,6 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -36,72 +35,6 @@ type httpServer struct {
 	// exited is closed once the server has exited, with exitErr set.
 	exited  chan struct{}
 	exitErr error
-}
-
-// listenLine is the log line the server promises once it listens.
-var listenLine = regexp.MustCompile(`msg="serving MCP over HTTP" listen=(\S+)`)
-
-// httpOptions are what startHTTP needs beyond the server's spec.
-type httpOptions struct {
-	// tls, if set, is served with --tls-cert and --tls-key, and the
-	// clients trust its CA only.
-	tls *testCA
-}
-
-// startHTTP starts the binary of spec with --http on a port of its
-// choosing, and waits for the line that says where it listens. When the
-// test ends it gets SIGTERM (unless it has exited already), must exit 0,
-// and leave nothing behind.
-func startHTTP(t *testing.T, spec serverSpec) *httpServer {
-	t.Helper()
-	return startHTTPWith(t, spec, httpOptions{})
-}
-
-// startHTTPWith is startHTTP with o.
-func startHTTPWith(t *testing.T, spec serverSpec, o httpOptions) *httpServer {
-	t.Helper()
-	scheme, client := "http", &http.Client{}
-	var tlsArgs []string
-	if o.tls != nil {
-		scheme, client = "https", o.tls.client()
-		tlsArgs = []string{"--tls-cert", o.tls.certFile, "--tls-key", o.tls.keyFile}
-	}
-	spec.args = append(append([]string{"--http", "127.0.0.1:0"}, tlsArgs...), spec.args...)
-	cmd, stateDir := serverCommand(t, spec)
-	s := &httpServer{client: client, stderr: &syncBuffer{}, stateDir: stateDir, cmd: cmd, exited: make(chan struct{})}
-	cmd.Stderr = s.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s.exitErr = cmd.Wait()
-		close(s.exited)
-	}()
-	t.Cleanup(func() {
-		assertNoLeftovers(t, stateDir)
-		if strings.Contains(s.stderr.String(), "panic") || strings.Contains(s.stderr.String(), "WARNING: DATA RACE") {
-			t.Errorf("server stderr has a panic or a race:\n%s", s.stderr)
-		} else if t.Failed() {
-			t.Logf("server stderr:\n%s", s.stderr)
-		}
-	})
-	t.Cleanup(func() {
-		if err := s.stop(60 * time.Second); err != nil {
-			t.Errorf("server exit after SIGTERM: %v", err)
-		}
-	})
-	var addr string
-	if !waitFor(30*time.Second, func() bool {
-		if m := listenLine.FindStringSubmatch(s.stderr.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return false
-	}) {
-		t.Fatalf("the server did not say where it listens within 30s; stderr:\n%s", s.stderr)
-	}
-	s.base = scheme + "://" + addr
-	return s
 }
 
 // stop sends the server SIGTERM, unless it has exited, and waits up to d
@@ -334,31 +267,6 @@ func TestHTTPHealthzImageMissing(t *testing.T) {
 	}
 }
 
-// startMCPHTTP is startMCP over HTTP, for the isolation suite's http
-// mode: the binary of spec with --http on loopback and a token file (so
-// authentication is on, as it would be for a remote client), and mcp-go's
-// streamable HTTP client with the token. When the test ends the client
-// ends its session, the server gets SIGTERM and must exit 0, and nothing
-// may be left in containerd or the state directory (startHTTP).
-func startMCPHTTP(t *testing.T, spec serverSpec) *mcpServer {
-	t.Helper()
-	path, tokens := tokenFile(t, "isolation")
-	spec.args = append(append([]string{}, spec.args...), "--auth-tokens", path)
-	// The suite's one client may use the whole server, as over stdio:
-	// the per-client shares are tested on their own (http_limits_test.go)
-	// and would refuse some of a case's concurrent hostile runs.
-	concurrency := spec.concurrency
-	if concurrency == 0 {
-		concurrency = 4
-	}
-	spec.config += fmt.Sprintf("\n[http]\nper_client_concurrency = %d\nrate_limit = 0\n", concurrency)
-	// Before the server starts: its pool starts sandboxes at once.
-	watch := watchStarts(t)
-	h := startHTTP(t, spec)
-	c := h.connect(t, tokens["isolation"])
-	return &mcpServer{c: c, stderr: h.stderr, watch: watch, stateDir: h.stateDir}
-}
-
 // rawHTTP speaks JSON-RPC to the server's /mcp without an MCP client, one
 // POST a message, as rawServer does on stdio.
 type rawHTTP struct {
@@ -366,13 +274,6 @@ type rawHTTP struct {
 	token   string
 	session string           // Mcp-Session-Id, once initialize has answered
 	queue   []map[string]any // the messages answered, not yet taken by next
-}
-
-// startRawHTTP starts a server with a token file for a raw client.
-func startRawHTTP(t *testing.T) *rawHTTP {
-	t.Helper()
-	path, tokens := tokenFile(t, "raw")
-	return &rawHTTP{s: startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}}), token: tokens["raw"]}
 }
 
 // send POSTs msg and queues what the server answers: nothing for a

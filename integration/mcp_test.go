@@ -4,7 +4,6 @@ package integration
 // client would, against the harness's containerd.
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -26,7 +25,6 @@ import (
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	sandboxoci "code-sandbox-mcp/oci"
@@ -98,37 +96,6 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// serverSpec is how to start one server.
-type serverSpec struct {
-	args        []string // before the built-in --config, --address, --namespace
-	env         []string // the server's whole environment, besides PATH
-	concurrency int      // [sandbox] concurrency; 0 means 4
-	sandbox     string   // more lines for the [sandbox] table
-	config      string   // more TOML tables (not [sandbox], nor [containerd], which the runtime knobs may set)
-}
-
-// serverCommand returns the command for a server on the test daemon with
-// its own state directory, and that directory.
-func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
-	t.Helper()
-	unpackImages(t)
-	stateDir := newStateDir(t)
-	cfgPath := filepath.Join(t.TempDir(), "sandbox.toml")
-	concurrency := spec.concurrency
-	if concurrency == 0 {
-		concurrency = 4
-	}
-	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n%s%s", stateDir, concurrency, spec.sandbox, testContainerdTOML(), spec.config, testPoolsTOML(spec.config)), testUIDLockDir())
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	// Debug logs are shown only when a test fails, and tell what it did.
-	args := append(append([]string{}, spec.args...), "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace, "--log-level", "debug")
-	cmd := osexec.Command(mcpBinary(t), args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, spec.env...)
-	return cmd, stateDir
-}
-
 // mcpServer is a running server with an MCP client on its stdio.
 type mcpServer struct {
 	c      *client.Client
@@ -140,61 +107,6 @@ type mcpServer struct {
 	stateDir string
 	// cmd is the server's process, over stdio; nil over HTTP.
 	cmd *osexec.Cmd
-}
-
-// startMCP starts the binary and initializes an MCP session with it. When
-// the test ends the client closes stdin, the server must exit cleanly, and
-// nothing may be left in containerd or the state directory.
-func startMCP(t *testing.T, spec serverSpec) *mcpServer {
-	t.Helper()
-	return startMCPUntil(t, spec, t.Cleanup)
-}
-
-// startMCPUntil is startMCP with the server's stop, and the checks of
-// what its exit left, registered by until instead of t.Cleanup.
-func startMCPUntil(t *testing.T, spec serverSpec, until func(func())) *mcpServer {
-	t.Helper()
-	cmd, stateDir := serverCommand(t, spec)
-	// Before the server starts: its pool starts sandboxes at once.
-	watch := watchStarts(t)
-	stderr := &syncBuffer{}
-	cmd.Stderr = stderr
-	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
-		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
-			return cmd, nil
-		}))
-	c := client.NewClient(tr)
-	until(func() {
-		assertNoLeftovers(t, stateDir)
-		if strings.Contains(stderr.String(), "panic") {
-			t.Errorf("server stderr has a panic:\n%s", stderr)
-		}
-		if strings.Contains(stderr.String(), "WARNING: DATA RACE") {
-			t.Errorf("server stderr has a data race:\n%s", stderr)
-		}
-		if t.Failed() {
-			t.Logf("server stderr:\n%s", stderr)
-		}
-	})
-	until(func() {
-		if err := c.Close(); err != nil {
-			t.Errorf("close the client (the server's exit): %v", err)
-		}
-	})
-	ctx := testContext(t)
-	if err := c.Start(ctx); err != nil {
-		t.Fatalf("start %s: %v", cmd.Path, err)
-	}
-	ir, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ClientInfo: mcp.Implementation{Name: "integration", Version: "1"},
-	}})
-	if err != nil {
-		t.Fatalf("initialize: %v\nstderr:\n%s", err, stderr)
-	}
-	if ir.ServerInfo.Name != "code-sandbox-mcp" {
-		t.Errorf("server name %q; want code-sandbox-mcp", ir.ServerInfo.Name)
-	}
-	return &mcpServer{c: c, stderr: stderr, watch: watch, stateDir: stateDir, cmd: cmd}
 }
 
 // toolResult is a call's result, decoded.
@@ -713,62 +625,6 @@ type rawServer struct {
 	lines  chan []byte
 	first  chan byte // the first byte on stdout
 	stderr *syncBuffer
-}
-
-func startRaw(t *testing.T) *rawServer {
-	t.Helper()
-	cmd, stateDir := serverCommand(t, serverSpec{})
-	r := &rawServer{cmd: cmd, lines: make(chan []byte, 100), first: make(chan byte, 1), stderr: &syncBuffer{}}
-	cmd.Stderr = r.stderr
-	var err error
-	if r.stdin, err = cmd.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	// Last: what the server said, for a failure it may explain.
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("server stderr:\n%s", tail(r.stderr.String(), 8000))
-		}
-	})
-	t.Cleanup(func() { assertNoLeftovers(t, stateDir) })
-	t.Cleanup(func() {
-		r.stdin.Close()
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("server exit: %v\nstderr:\n%s", err, r.stderr)
-			}
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			t.Errorf("server did not exit within 20s of stdin closing")
-		}
-	})
-	go func() {
-		br := bufio.NewReader(stdout)
-		if b, err := br.Peek(1); err == nil {
-			r.first <- b[0]
-		}
-		for {
-			line, err := br.ReadBytes('\n')
-			if len(line) > 0 {
-				r.lines <- line
-			}
-			if err != nil {
-				close(r.lines)
-				return
-			}
-		}
-	}()
-	return r
 }
 
 func (r *rawServer) send(t *testing.T, line string) {
