@@ -4,30 +4,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"code-sandbox-mcp/internal/clocktest"
 )
-
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 type principalKey struct{}
 
@@ -40,9 +23,9 @@ func principal(ctx context.Context) string { return ctx.Value(principalKey{}).(s
 
 // newLimiter returns a Limiter of c on a fake clock, with the principal
 // of as, and that clock.
-func newLimiter(c Config) (*Limiter, *fakeClock) {
-	clock := &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
-	c.Principal, c.Now = principal, clock.now
+func newLimiter(c Config) (*Limiter, *clocktest.Clock) {
+	clock := clocktest.New()
+	c.Principal, c.Now = principal, clock.Now
 	return New(c), clock
 }
 
@@ -80,16 +63,16 @@ func TestRate(t *testing.T) {
 	if text, isErr := callTool(t, l, "bob", "list_sessions", nil, &ran); isErr {
 		t.Errorf("bob, while alice is refused: %q", text)
 	}
-	clock.advance(7650 * time.Millisecond)
+	clock.Advance(7650 * time.Millisecond)
 	if text, _ := callTool(t, l, "alice", "list_sessions", nil, &ran); text != want[:len(want)-7]+"2.4 s." {
 		t.Errorf("after 7.65 s: %q; want retry in 2.4 s (rounded up)", text)
 	}
-	clock.advance(2350 * time.Millisecond)
+	clock.Advance(2350 * time.Millisecond)
 	if text, isErr := callTool(t, l, "alice", "list_sessions", nil, &ran); isErr {
 		t.Errorf("after 10 s: %q; want it run", text)
 	}
 	// A quiet spell fills the bucket to the burst, no more.
-	clock.advance(time.Hour)
+	clock.Advance(time.Hour)
 	for i := range 3 {
 		text, isErr := callTool(t, l, "alice", "list_sessions", nil, &ran)
 		if isErr != (i == 2) {
@@ -115,12 +98,12 @@ func TestConcurrency(t *testing.T) {
 	if refusal != "" {
 		t.Fatal(refusal)
 	}
-	clock.advance(2 * time.Second)
+	clock.Advance(2 * time.Second)
 	done2, refusal := l.admit("alice", "run_js_code", nil)
 	if refusal != "" {
 		t.Fatal(refusal)
 	}
-	clock.advance(5 * time.Second)
+	clock.Advance(5 * time.Second)
 
 	ran := 0
 	want := "Too many calls at once: you have 2 calls running, the per-client limit (per_client_concurrency = 2), so this call was not run. " +
@@ -207,11 +190,11 @@ func TestForget(t *testing.T) {
 		}
 	}
 	busyDone, _ := l.admit("busy", "run", nil)
-	clock.advance(forgetAfter - 5*time.Second)
+	clock.Advance(forgetAfter - 5*time.Second)
 	for range 10 {
 		l.admit("drained", "other", nil) // a token a second back: full in 10 s
 	}
-	clock.advance(5 * time.Second)
+	clock.Advance(5 * time.Second)
 	l.admit("new", "other", nil)
 	l.mu.Lock()
 	_, busy := l.clients["busy"]
@@ -222,7 +205,7 @@ func TestForget(t *testing.T) {
 		t.Errorf("after a minute: %d clients, busy kept %v, drained kept %v; want busy, drained and new", n, busy, drained)
 	}
 	busyDone()
-	clock.advance(forgetAfter)
+	clock.Advance(forgetAfter)
 	l.admit("new", "other", nil)
 	l.mu.Lock()
 	n = len(l.clients)
@@ -256,17 +239,17 @@ func TestInitialize(t *testing.T) {
 	if retry, refusal := l.Initialize("bob"); refusal != "" {
 		t.Errorf("bob's initialize while alice is refused: %v %q", retry, refusal)
 	}
-	clock.advance(7650 * time.Millisecond)
+	clock.Advance(7650 * time.Millisecond)
 	if retry, _ := l.Initialize("alice"); retry != 2400*time.Millisecond {
 		t.Errorf("after 7.65 s: retry in %v; want 2.4s (rounded up)", retry)
 	}
-	clock.advance(2350 * time.Millisecond)
+	clock.Advance(2350 * time.Millisecond)
 	if retry, refusal := l.Initialize("alice"); refusal != "" {
 		t.Errorf("after 10 s: %v %q; want it taken", retry, refusal)
 	}
 	// A refused initialize took nothing: the next token comes 10 s after
 	// the last one taken.
-	clock.advance(10 * time.Second)
+	clock.Advance(10 * time.Second)
 	if text, isErr := callTool(t, l, "alice", "list_sessions", nil, &ran); isErr {
 		t.Errorf("10 s later: %q; want it run", text)
 	}

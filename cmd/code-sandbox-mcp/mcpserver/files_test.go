@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,43 +18,24 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/internal/clocktest"
 )
 
-// fakeClock is a clock the test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)} }
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestFileStoreExpiry(t *testing.T) {
-	clock := newFakeClock()
-	s := newFileStore(time.Minute, 1<<20, 1, clock.now, nil)
+	clock := clocktest.New()
+	s := newFileStore(time.Minute, 1<<20, 1, clock.Now, nil)
 	id, ok := s.put("local", []exec.File{{Path: "a.txt", Data: []byte("a")}})
 	if !ok || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(id) {
 		t.Fatalf("put: %q, %v; want 32 hex digits", id, ok)
 	}
-	clock.advance(59 * time.Second)
+	clock.Advance(59 * time.Second)
 	if data, ok := s.get("local", id, "a.txt"); !ok || string(data) != "a" {
 		t.Errorf("get at 59s: %q, %v; want a", data, ok)
 	}
 	if _, ok := s.get("local", id, "b.txt"); ok {
 		t.Error("get of a path the run did not leave: found")
 	}
-	clock.advance(time.Second)
+	clock.Advance(time.Second)
 	if _, ok := s.get("local", id, "a.txt"); ok {
 		t.Error("get at 60s: found; want expired")
 	}
@@ -65,7 +45,7 @@ func TestFileStoreExpiry(t *testing.T) {
 }
 
 func TestFileStoreOwner(t *testing.T) {
-	s := newFileStore(time.Minute, 1<<20, 2, newFakeClock().now, nil)
+	s := newFileStore(time.Minute, 1<<20, 2, clocktest.New().Now, nil)
 	id, _ := s.put("alice", []exec.File{{Path: "a.txt", Data: []byte("a")}})
 	if _, ok := s.get("bob", id, "a.txt"); ok {
 		t.Error("bob got alice's file")
@@ -76,10 +56,10 @@ func TestFileStoreOwner(t *testing.T) {
 }
 
 func TestFileStoreByteCap(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	four := []exec.File{{Path: "x", Data: []byte("1234")}}
 	cost := runCost(four)
-	s := newFileStore(time.Hour, 2*cost+cost/2, 1, clock.now, nil)
+	s := newFileStore(time.Hour, 2*cost+cost/2, 1, clock.Now, nil)
 	first, _ := s.put("local", four)
 	second, _ := s.put("local", four)
 	if first == second {
@@ -117,7 +97,7 @@ func TestFileStoreByteCap(t *testing.T) {
 // runs of large files are, the oldest evicted.
 func TestFileStoreCountsNames(t *testing.T) {
 	const maxBytes = 1 << 20
-	s := newFileStore(time.Hour, maxBytes, 1, newFakeClock().now, nil)
+	s := newFileStore(time.Hour, maxBytes, 1, clocktest.New().Now, nil)
 	files := make([]exec.File, 100)
 	for i := range files {
 		files[i].Path = strings.Repeat("d/", 1990) + fmt.Sprintf("f%03d", i) // 3984 bytes
@@ -152,7 +132,7 @@ func TestFileStoreCountsNames(t *testing.T) {
 func TestFileStoreSharesPerPrincipal(t *testing.T) {
 	one := []exec.File{{Path: "x", Data: make([]byte, 100)}}
 	cost := runCost(one)
-	s := newFileStore(time.Hour, 3*cost+2, 3, newFakeClock().now, nil)
+	s := newFileStore(time.Hour, 3*cost+2, 3, clocktest.New().Now, nil)
 	if s.share != cost || s.clients != 3 {
 		t.Fatalf("share %d of %d clients; want %d of 3", s.share, s.clients, cost)
 	}
@@ -363,13 +343,13 @@ func TestHumanSize(t *testing.T) {
 
 // filesClient is a client of a server whose python runs return files,
 // and whose file store reads clock.
-func filesClient(t *testing.T, clock *fakeClock, files []exec.File) *client.Client {
+func filesClient(t *testing.T, clock *clocktest.Clock, files []exec.File) *client.Client {
 	t.Helper()
 	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
 		return &exec.Result{Language: req.Language, Stdout: []byte("ok\n"), Files: files}, nil
 	}
 	o := testOptions
-	o.FileRetention, o.FileRetentionBytes, o.now = 15*time.Minute, 256<<20, clock.now
+	o.FileRetention, o.FileRetentionBytes, o.now = 15*time.Minute, 256<<20, clock.Now
 	s, err := New(t.Context(), o, config.Default().Enabled(), run)
 	if err != nil {
 		t.Fatal(err)
@@ -380,7 +360,7 @@ func filesClient(t *testing.T, clock *fakeClock, files []exec.File) *client.Clie
 // Through the real server: a result's links read back as text or blob,
 // in either form of the URI, until they expire.
 func TestReadFileResource(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	png := pngOf(64)
 	files := []exec.File{
 		{Path: "data.csv", Data: []byte("a,b\n")},
@@ -450,7 +430,7 @@ func TestReadFileResource(t *testing.T) {
 	if _, err := read("sandbox://runs/" + id + "/files/nope.txt"); err == nil || !strings.Contains(err.Error(), "has expired or never existed") {
 		t.Errorf("read of a file the run did not leave: %v; want expired or never existed", err)
 	}
-	clock.advance(15 * time.Minute)
+	clock.Advance(15 * time.Minute)
 	_, err = read(links[1].URI)
 	want := links[1].URI + " has expired or never existed: output files are kept for 15m0s after their run (file_retention), within 256MiB in all (file_retention_bytes)"
 	if err == nil || !strings.Contains(err.Error(), want) {
@@ -462,14 +442,14 @@ func TestReadFileResource(t *testing.T) {
 // word for word, and that of a run id that never existed but for the id:
 // it does not tell that the run exists.
 func TestReadFileOtherPrincipal(t *testing.T) {
-	clock := newFakeClock()
+	clock := clocktest.New()
 	var who atomic.Value
 	who.Store("alice")
 	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
 		return &exec.Result{Language: req.Language, Files: []exec.File{{Path: "x.txt", Data: []byte("x")}}}, nil
 	}
 	o := testOptions
-	o.now, o.Principal = clock.now, func(context.Context) string { return who.Load().(string) }
+	o.now, o.Principal = clock.Now, func(context.Context) string { return who.Load().(string) }
 	s, err := New(t.Context(), o, config.Default().Enabled(), run)
 	if err != nil {
 		t.Fatal(err)
@@ -501,7 +481,7 @@ func TestReadFileOtherPrincipal(t *testing.T) {
 	if r, err := c.ReadResource(t.Context(), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uri}}); err != nil || len(r.Contents) != 1 {
 		t.Fatalf("alice's read of her file: %+v, %v", r, err)
 	}
-	clock.advance(15 * time.Minute)
+	clock.Advance(15 * time.Minute)
 	if expired := read(uri); expired != theirs {
 		t.Errorf("bob's error for alice's file:\n%q\nalice's once it expired:\n%q; want the same", theirs, expired)
 	}
@@ -509,7 +489,7 @@ func TestReadFileOtherPrincipal(t *testing.T) {
 
 // The environments resource gives the file limits and retention.
 func TestEnvironmentsFiles(t *testing.T) {
-	env := readEnvironments(t, filesClient(t, newFakeClock(), nil))
+	env := readEnvironments(t, filesClient(t, clocktest.New(), nil))
 	py := env.Languages["python"]
 	l := py.Limits
 	if !py.Figures || env.Languages["javascript"].Figures {
