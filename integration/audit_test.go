@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/httpauth"
+	"code-sandbox-mcp/internal/jsontest"
 )
 
 // randomSecret is a value that cannot be in the log by chance.
@@ -53,18 +54,8 @@ func auditVerify(t *testing.T, files ...string) (int, string, string) {
 // auditRecord is a record of the log, decoded.
 type auditRecord map[string]any
 
-// get returns the value at a dotted path.
-func (r auditRecord) get(path string) any {
-	var v any = map[string]any(r)
-	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
-}
+// get returns the value at a dotted path ("outcome.exit_code").
+func (r auditRecord) get(path string) any { return jsontest.Get(map[string]any(r), path) }
 
 // readAudit returns the lines and records of the log files, in order.
 func readAudit(t *testing.T, files ...string) ([]string, []auditRecord) {
@@ -76,12 +67,10 @@ func readAudit(t *testing.T, files ...string) ([]string, []auditRecord) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, l := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-			var r auditRecord
-			if err := json.Unmarshal([]byte(l), &r); err != nil {
-				t.Fatalf("%s: %q: %v", f, l, err)
-			}
-			lines, recs = append(lines, l), append(recs, r)
+		ls, rs := jsontest.Lines(t, f, data)
+		lines = append(lines, ls...)
+		for _, r := range rs {
+			recs = append(recs, r)
 		}
 	}
 	return lines, recs

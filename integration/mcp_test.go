@@ -27,6 +27,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"code-sandbox-mcp/internal/jsontest"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -249,23 +250,9 @@ func TestMCPToolsList(t *testing.T) {
 	if err := json.Unmarshal(data, &v); err != nil {
 		t.Fatal(err)
 	}
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if v["type"] == "array" && v["items"] == nil {
-				t.Errorf("%s: array schema without items", path)
-			}
-			for k, e := range v {
-				walk(path+"."+k, e)
-			}
-		case []any:
-			for i, e := range v {
-				walk(fmt.Sprintf("%s[%d]", path, i), e)
-			}
-		}
+	for _, path := range jsontest.ArraysWithoutItems("tools/list", v) {
+		t.Errorf("%s: array schema without items", path)
 	}
-	walk("tools/list", v)
 
 	rr, err := s.c.ReadResource(ctx, mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: "sandbox://environments"}})
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/audit"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/internal/jsontest"
 )
 
 // testSecret is the value of a pass-through variable; it must never
@@ -55,14 +56,7 @@ func records(t *testing.T, path string) ([]map[string]any, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var recs []map[string]any
-	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("record %q: %v", line, err)
-		}
-		recs = append(recs, m)
-	}
+	_, recs := jsontest.Lines(t, path, data)
 	return recs, string(data)
 }
 
@@ -79,19 +73,6 @@ func noSecret(t *testing.T, log string) {
 			t.Errorf("the audit log holds the pass-through value %q:\n%s", s, log)
 		}
 	}
-}
-
-// get returns the value at a dotted path of rec.
-func get(rec map[string]any, path string) any {
-	var v any = rec
-	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil
-		}
-		v = m[k]
-	}
-	return v
 }
 
 func TestAuditRunRecords(t *testing.T) {
@@ -144,25 +125,25 @@ func TestAuditRunRecords(t *testing.T) {
 					"code.sha256": sha(code), "code.size": float64(len(code)),
 					"limits.timeout_seconds": 7.0, "limits.memory_bytes": float64(lim.Limits.MemoryBytes),
 				} {
-					if got := get(r, k); got != want {
+					if got := jsontest.Get(r, k); got != want {
 						t.Errorf("%s %s = %v; want %v", r["event"], k, got, want)
 					}
 				}
-				in := get(r, "files_in").([]any)
-				if len(in) != 1 || get(in[0].(map[string]any), "sha256") != sha("a,b\n") || get(in[0].(map[string]any), "path") != "in.csv" {
+				in := jsontest.Get(r, "files_in").([]any)
+				if len(in) != 1 || jsontest.Get(in[0].(map[string]any), "sha256") != sha("a,b\n") || jsontest.Get(in[0].(map[string]any), "path") != "in.csv" {
 					t.Errorf("%s files_in %v", r["event"], in)
 				}
 			}
 			if rs["run_id"] == "" || rs["run_id"] != re["run_id"] {
 				t.Errorf("run ids %v, %v; want one, the same", rs["run_id"], re["run_id"])
 			}
-			if got := get(rs, "code.text"); includeCode && got != code || !includeCode && got != nil {
+			if got := jsontest.Get(rs, "code.text"); includeCode && got != code || !includeCode && got != nil {
 				t.Errorf("run_started code.text %v with include_code %v", got, includeCode)
 			}
 			if includeCode != strings.Contains(log, `print(os.environ['SECRET_X'])`) {
 				t.Errorf("code text in the log: %v; want %v", !includeCode, includeCode)
 			}
-			if get(re, "code.text") != nil {
+			if jsontest.Get(re, "code.text") != nil {
 				t.Errorf("run_ended repeats the code")
 			}
 			for k, want := range map[string]any{
@@ -171,12 +152,12 @@ func TestAuditRunRecords(t *testing.T) {
 				"outcome.duration_ms": 1500.0, "outcome.stdout_bytes": float64(len(testSecret) + 1 + 5),
 				"outcome.stdout_truncated_bytes": 5.0, "outcome.stderr_bytes": 1.0, "outcome.files_dropped": 2.0,
 			} {
-				if got := get(re, k); got != want {
+				if got := jsontest.Get(re, k); got != want {
 					t.Errorf("run_ended %s = %v; want %v", k, got, want)
 				}
 			}
-			out := get(re, "files_out").([]any)
-			if len(out) != 1 || get(out[0].(map[string]any), "sha256") != sha("result") || get(out[0].(map[string]any), "size") != 6.0 {
+			out := jsontest.Get(re, "files_out").([]any)
+			if len(out) != 1 || jsontest.Get(out[0].(map[string]any), "sha256") != sha("result") || jsontest.Get(out[0].(map[string]any), "size") != 6.0 {
 				t.Errorf("files_out %v", out)
 			}
 			noSecret(t, log)
@@ -194,10 +175,10 @@ func TestAuditRunError(t *testing.T) {
 	}
 	recs, _ := records(t, path)
 	re := recs[1]
-	if re["principal"] != "local" || get(re, "outcome.error") != "image x is missing" || re["image_digest"] != "" {
+	if re["principal"] != "local" || jsontest.Get(re, "outcome.error") != "image x is missing" || re["image_digest"] != "" {
 		t.Errorf("run_ended %v; want principal local, the error, no digest", re)
 	}
-	if len(get(re, "files_out").([]any)) != 0 {
+	if len(jsontest.Get(re, "files_out").([]any)) != 0 {
 		t.Errorf("files_out %v; want []", re["files_out"])
 	}
 }
@@ -514,21 +495,21 @@ func TestAuditRedactsPassThroughValues(t *testing.T) {
 	for k, want := range map[string]any{
 		"code.text": nil, "code.sha256": sha(code),
 	} {
-		if got := get(re, k); got != want {
+		if got := jsontest.Get(re, k); got != want {
 			t.Errorf("run_ended %s = %v; want %v", k, got, want)
 		}
 	}
-	if got := get(recs[1], "code.text"); got != "open(os.environ['SECRET_X'], 'w') # "+x {
+	if got := jsontest.Get(recs[1], "code.text"); got != "open(os.environ['SECRET_X'], 'w') # "+x {
 		t.Errorf("run_started code.text %v; want the value redacted", got)
 	}
-	f := get(re, "files_out").([]any)[0].(map[string]any)
+	f := jsontest.Get(re, "files_out").([]any)[0].(map[string]any)
 	if f["path"] != "out/"+x+".txt" || f["sha256"] != sha(string(out)) || f["size"] != float64(len(out)) {
 		t.Errorf("files_out %v; want the path redacted, the hash and size as they are", f)
 	}
-	if got := get(get(re, "files_in").([]any)[0].(map[string]any), "path"); got != x+"/in.csv" {
+	if got := jsontest.Get(jsontest.Get(re, "files_in").([]any)[0].(map[string]any), "path"); got != x+"/in.csv" {
 		t.Errorf("files_in path %v; want %s/in.csv", got, x)
 	}
-	if got, want := get(recs[4], "outcome.error"), "open "+redactMarker("QUOTED")+": denied; "+redactMarker("RAW"); got != want {
+	if got, want := jsontest.Get(recs[4], "outcome.error"), "open "+redactMarker("QUOTED")+": denied; "+redactMarker("RAW"); got != want {
 		t.Errorf("run_ended outcome.error %q; want %q", got, want)
 	}
 	if recs[5]["session"] != x || recs[6]["why"] != "crashed: "+x {

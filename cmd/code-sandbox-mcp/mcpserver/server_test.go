@@ -26,6 +26,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/internal/jsontest"
 	"code-sandbox-mcp/oci"
 )
 
@@ -198,23 +199,9 @@ func TestToolsListGolden(t *testing.T) {
 	if err := json.Unmarshal(got, &v); err != nil {
 		t.Fatal(err)
 	}
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if v["type"] == "array" && v["items"] == nil {
-				t.Errorf("%s: array without items", path)
-			}
-			for k, e := range v {
-				walk(path+"."+k, e)
-			}
-		case []any:
-			for i, e := range v {
-				walk(fmt.Sprintf("%s[%d]", path, i), e)
-			}
-		}
+	for _, path := range jsontest.ArraysWithoutItems("tools", v) {
+		t.Errorf("%s: array without items", path)
 	}
-	walk("tools", v)
 }
 
 // readEnvironments reads the environments resource through c.
