@@ -28,6 +28,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/internal/jsontest"
+	"code-sandbox-mcp/internal/logtest"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -79,23 +80,10 @@ func unpackImages(t *testing.T) {
 	})
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once:
+// the name the suite gives logtest.Buffer, for the servers' stderr and
+// the executors' logs.
+type syncBuffer = logtest.Buffer
 
 // mcpServer is a running server with an MCP client on its stdio.
 type mcpServer struct {

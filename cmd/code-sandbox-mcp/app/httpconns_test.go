@@ -10,13 +10,13 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/internal/logtest"
 )
 
 func TestConnBoundsOf(t *testing.T) {
@@ -59,7 +59,7 @@ func TestListenersBoundConnections(t *testing.T) {
 	bounds := connBounds{idle: 300 * time.Millisecond, perClient: 1}
 	for _, name := range []string{"mcp", "metrics"} {
 		t.Run(name, func(t *testing.T) {
-			logs := &lockedBuffer{}
+			logs := &logtest.Buffer{}
 			logger := slog.New(slog.NewTextHandler(logs, nil))
 			cfg := config.Default()
 			tel, err := newTelemetry(HTTPFlags{}, cfg, "dev")
@@ -158,22 +158,4 @@ func scrapeValue(t *testing.T, tel *telemetry, series string) string {
 	}
 	t.Fatalf("no %s in the metrics", series)
 	return ""
-}
-
-// lockedBuffer is a strings.Builder safe for a logger and a test at once.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

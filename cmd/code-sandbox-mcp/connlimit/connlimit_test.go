@@ -2,7 +2,6 @@ package connlimit
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"code-sandbox-mcp/internal/logtest"
 )
 
 // served is a Listener on 127.0.0.1 whose accepted connections a
@@ -188,7 +189,7 @@ func TestListenerRefusesSilentlyOverTLS(t *testing.T) {
 // A flood of refused connections logs one line, and the next line, once
 // due, counts the refusals since.
 func TestListenerLogsRefusalsAtABoundedRate(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	s := listen(t, Config{PerClient: 1, Logger: slog.New(slog.NewTextHandler(&buf, nil))})
 	s.dial(t, "127.0.0.1")
 	s.accept(t)
@@ -292,22 +293,4 @@ func TestListenerReleasesWhatHTTPCloses(t *testing.T) {
 			waitOpen(t, l, 0)
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger and a test at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

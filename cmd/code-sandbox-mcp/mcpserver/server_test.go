@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -27,6 +25,7 @@ import (
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 	"code-sandbox-mcp/internal/jsontest"
+	"code-sandbox-mcp/internal/logtest"
 	"code-sandbox-mcp/oci"
 )
 
@@ -130,34 +129,24 @@ func noRun(t *testing.T) RunFunc {
 }
 
 // wire records what a server writes: one JSON-RPC message a line.
-type wire struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *wire) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
+type wire struct{ logtest.Buffer }
 
 // result returns, as sent, the result of the last response that has
 // the given member.
 func (w *wire) result(t *testing.T, member string) map[string]any {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
+	sent := w.String()
 	var found map[string]any
-	for _, line := range bytes.Split(w.buf.Bytes(), []byte("\n")) {
+	for _, line := range strings.Split(sent, "\n") {
 		var msg struct {
 			Result map[string]any `json:"result"`
 		}
-		if json.Unmarshal(line, &msg) == nil && msg.Result[member] != nil {
+		if json.Unmarshal([]byte(line), &msg) == nil && msg.Result[member] != nil {
 			found = msg.Result
 		}
 	}
 	if found == nil {
-		t.Fatalf("no result with %q in:\n%s", member, w.buf.Bytes())
+		t.Fatalf("no result with %q in:\n%s", member, sent)
 	}
 	return found
 }
