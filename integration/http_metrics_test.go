@@ -25,14 +25,8 @@ var metricsLine = regexp.MustCompile(`msg="serving metrics" listen=(\S+)`)
 // metricsListen waits for the address of the metrics listener in stderr.
 func metricsListen(t *testing.T, stderr *syncBuffer) string {
 	t.Helper()
-	var addr string
-	if !waitFor(30*time.Second, func() bool {
-		m := metricsLine.FindStringSubmatch(stderr.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return m != nil
-	}) {
+	addr, ok := waitLogged(stderr, metricsLine)
+	if !ok {
 		t.Fatalf("the server did not say where it serves metrics within 30s; stderr:\n%s", stderr)
 	}
 	return addr

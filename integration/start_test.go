@@ -277,6 +277,20 @@ func startRaw(t *testing.T) *rawServer {
 // listenLine is the log line the server promises once it listens.
 var listenLine = regexp.MustCompile(`msg="serving MCP over HTTP" listen=(\S+)`)
 
+// waitLogged waits up to 30 s for a line of stderr that re matches, and
+// returns re's first group in it; false if none came.
+func waitLogged(stderr *syncBuffer, re *regexp.Regexp) (string, bool) {
+	var got string
+	ok := waitFor(30*time.Second, func() bool {
+		m := re.FindStringSubmatch(stderr.String())
+		if m != nil {
+			got = m[1]
+		}
+		return m != nil
+	})
+	return got, ok
+}
+
 // httpOptions are what startHTTP needs beyond the server's spec.
 type httpOptions struct {
 	// tls, if set, is served with --tls-cert and --tls-key, and the
@@ -326,14 +340,8 @@ func startHTTPWith(t *testing.T, spec serverSpec, o httpOptions) *httpServer {
 			t.Errorf("server exit after SIGTERM: %v", err)
 		}
 	})
-	var addr string
-	if !waitFor(30*time.Second, func() bool {
-		if m := listenLine.FindStringSubmatch(s.stderr.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return false
-	}) {
+	addr, ok := waitLogged(s.stderr, listenLine)
+	if !ok {
 		t.Fatalf("the server did not say where it listens within 30s; stderr:\n%s", s.stderr)
 	}
 	s.base = scheme + "://" + addr
@@ -522,14 +530,8 @@ func startBenchHTTP(b *testing.B, bin, sandboxTOML string, clients int) *benchSe
 			return fmt.Errorf("still running a minute after SIGTERM")
 		}
 	}
-	var addr string
-	if !waitFor(30*time.Second, func() bool {
-		if m := listenLine.FindStringSubmatch(s.stderr.String()); m != nil {
-			addr = m[1]
-			return true
-		}
-		return false
-	}) {
+	addr, ok := waitLogged(s.stderr, listenLine)
+	if !ok {
 		s.stop()
 		b.Fatalf("the server did not say where it listens within 30s; stderr:\n%s", s.stderr)
 	}
