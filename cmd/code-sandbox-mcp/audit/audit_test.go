@@ -19,13 +19,22 @@ type run struct {
 	Tool string `json:"tool"`
 }
 
-// writeLog appends n records, numbered from first, to the log at path.
-func writeLog(t *testing.T, path string, first, n int) {
+// openLog opens the log at path, failing the test if it cannot, and
+// closes it when the test ends (Close again is harmless).
+func openLog(t *testing.T, path string) *Log {
 	t.Helper()
 	l, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// writeLog appends n records, numbered from first, to the log at path.
+func writeLog(t *testing.T, path string, first, n int) {
+	t.Helper()
+	l := openLog(t, path)
 	defer l.Close()
 	for i := first; i < first+n; i++ {
 		if err := l.Write("run_ended", run{N: i, Tool: "python"}); err != nil {
@@ -72,11 +81,7 @@ func wantBroken(t *testing.T, err error, file string, line int, why string) {
 
 func TestRecordFormat(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLog(t, path)
 	if err := l.Write("start", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -318,10 +323,7 @@ func TestOpenRefusesDamagedEnd(t *testing.T) {
 func TestOpenLongLastRecord(t *testing.T) {
 	// The last record is longer than the chunk lastLine reads at a time.
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openLog(t, path)
 	l.Write("start", nil)
 	l.Write("run_ended", map[string]string{"code": strings.Repeat("x", 200<<10)})
 	l.Close()
@@ -335,11 +337,7 @@ func TestRotateContinuesChain(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "audit.log")
 	old := filepath.Join(dir, "audit.log.1")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLog(t, path)
 	for i := range 3 {
 		if err := l.Write("run_ended", run{N: i}); err != nil {
 			t.Fatal(err)
@@ -393,11 +391,7 @@ func TestRotateContinuesChain(t *testing.T) {
 
 func TestRotateWithoutMoveKeepsAppending(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLog(t, path)
 	l.Write("start", nil)
 	if err := l.Rotate(); err != nil {
 		t.Fatal(err)
@@ -415,11 +409,7 @@ func TestRotateRefusesAnotherLog(t *testing.T) {
 	path := filepath.Join(dir, "audit.log")
 	other := filepath.Join(dir, "other.log")
 	writeLog(t, other, 1, 2)
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLog(t, path)
 	l.Write("start", nil)
 	if err := os.Rename(path, path+".1"); err != nil {
 		t.Fatal(err)
@@ -443,11 +433,7 @@ func TestRotateRefusesAnotherLog(t *testing.T) {
 
 func TestConcurrentWritersKeepChain(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLog(t, path)
 	const writers, each = 8, 50
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -483,11 +469,7 @@ func TestFailedWriteLeavesNoPartialRecord(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "audit.log")
-			l, err := Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
+			l := openLog(t, path)
 			l.Write("start", nil)
 			before, _ := os.ReadFile(path)
 			last := l.Last()
@@ -519,11 +501,7 @@ func TestFailedWriteLeavesNoPartialRecord(t *testing.T) {
 
 func TestUndoFailureStopsWritesUntilRotate(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "audit.log")
-	l, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
+	l := openLog(t, path)
 	l.Write("start", nil)
 	// A write that fails part-way on a file that then cannot be truncated.
 	l.write = func(f *os.File, b []byte) (int, error) {
@@ -549,7 +527,7 @@ func TestUndoFailureStopsWritesUntilRotate(t *testing.T) {
 	}
 	// The old file ends in the partial record; the new one continues the
 	// chain from the last whole record.
-	_, err = Verify(path+".1", path)
+	_, err := Verify(path+".1", path)
 	wantBroken(t, err, path+".1", 2, "incomplete record")
 	first := readLines(t, path+".1")[0]
 	if sum, err := VerifyAfter(hash(first), path); err != nil || sum.Records != 2 {
