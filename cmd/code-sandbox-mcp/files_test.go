@@ -94,20 +94,12 @@ func TestReadFileFlags(t *testing.T) {
 	}
 }
 
-func TestSaveFiles(t *testing.T) {
-	base := t.TempDir()
-	outside := filepath.Join(base, "outside")
-	out := filepath.Join(base, "out", "new")
-	if err := os.MkdirAll(outside, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	root, err := openOut(out)
-	if err != nil {
-		t.Fatalf("openOut must create a missing directory: %v", err)
-	}
-	defer root.Close()
-	// What someone planted in the directory: links out of it, and a
-	// longer file to overwrite.
+// plantTraps puts in out what someone could have planted there: links to
+// outside (a directory of the same name, a symbolic and a hard link to a
+// secret file in it) and a longer file to overwrite; it returns the
+// secret file's path.
+func plantTraps(t *testing.T, out, outside string) string {
+	t.Helper()
 	secret := filepath.Join(outside, "secret")
 	if err := os.WriteFile(secret, []byte("secret"), 0o644); err != nil {
 		t.Fatal(err)
@@ -122,6 +114,33 @@ func TestSaveFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	return secret
+}
+
+// noTempFiles fails if saveFiles left a temporary file in out.
+func noTempFiles(t *testing.T, out string) {
+	t.Helper()
+	entries, _ := os.ReadDir(out)
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".tmp") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+func TestSaveFiles(t *testing.T) {
+	base := t.TempDir()
+	outside := filepath.Join(base, "outside")
+	out := filepath.Join(base, "out", "new")
+	if err := os.MkdirAll(outside, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root, err := openOut(out)
+	if err != nil {
+		t.Fatalf("openOut must create a missing directory: %v", err)
+	}
+	defer root.Close()
+	secret := plantTraps(t, out, outside)
 
 	saved, errs := saveFiles(root, []exec.File{
 		{Path: "a.txt", Data: []byte("a")},
@@ -156,24 +175,14 @@ func TestSaveFiles(t *testing.T) {
 			t.Errorf("%s holds %q; want %q", p, b, want)
 		}
 	}
-	entries, _ := os.ReadDir(out)
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tmp") {
-			t.Errorf("temporary file %s left behind", e.Name())
-		}
-	}
+	noTempFiles(t, out)
 
 	// A path that is a directory there is an error, and leaves no
 	// temporary file.
 	if _, errs := saveFiles(root, []exec.File{{Path: "nested", Data: []byte("x")}}); len(errs) != 1 {
 		t.Errorf("saving over a directory: errors %v; want one", errs)
 	}
-	entries, _ = os.ReadDir(out)
-	for _, e := range entries {
-		if strings.HasSuffix(e.Name(), ".tmp") {
-			t.Errorf("temporary file %s left behind", e.Name())
-		}
-	}
+	noTempFiles(t, out)
 }
 
 func TestOpenOutUnderAFile(t *testing.T) {
