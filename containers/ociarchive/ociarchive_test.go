@@ -105,8 +105,23 @@ func TestPack(t *testing.T) {
 		WorkingDir: "/tmp",
 		Cmd:        []string{"python3"},
 	}
+	files := readArchive(t, packBothWays(t, rootfs, img))
+	md := checkLayoutAndIndex(t, files)
+	manifest := checkManifest(t, files, md, rootfs)
+	checkConfig(t, files, manifest, img, rootfs)
+	checkDockerManifest(t, files, manifest)
 
-	// A plain reader is spooled, a file is read twice: same archive.
+	wantFiles := 3 + 3 // oci-layout, index.json, manifest.json, three blobs
+	if len(files) != wantFiles {
+		t.Errorf("archive has %d files; want %d", len(files), wantFiles)
+	}
+}
+
+// packBothWays packs rootfs as img from a plain reader, which Pack spools,
+// and from a file, which it reads twice; the two archives must be the
+// same, and it returns that archive.
+func packBothWays(t *testing.T, rootfs []byte, img Image) []byte {
+	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "rootfs.tar"))
 	if err != nil {
 		t.Fatal(err)
@@ -133,9 +148,13 @@ func TestPack(t *testing.T) {
 	if !bytes.Equal(archives["reader"], archives["file"]) {
 		t.Fatal("packing from a reader and from a file gave different archives")
 	}
+	return archives["file"]
+}
 
-	files := readArchive(t, archives["file"])
-
+// checkLayoutAndIndex checks the archive's oci-layout and index.json, and
+// returns the index's one manifest.
+func checkLayoutAndIndex(t *testing.T, files map[string][]byte) ocispec.Descriptor {
+	t.Helper()
 	var layout ocispec.ImageLayout
 	decode(t, files[ocispec.ImageLayoutFile], &layout)
 	if layout.Version != ocispec.ImageLayoutVersion {
@@ -164,7 +183,13 @@ func TestPack(t *testing.T) {
 	if md.Platform == nil || md.Platform.OS != "linux" || md.Platform.Architecture != runtime.GOARCH {
 		t.Errorf("manifest platform %+v; want linux/%s", md.Platform, runtime.GOARCH)
 	}
+	return md
+}
 
+// checkManifest checks the manifest md points at, whose one layer must be
+// rootfs as it is, and returns it.
+func checkManifest(t *testing.T, files map[string][]byte, md ocispec.Descriptor, rootfs []byte) ocispec.Manifest {
+	t.Helper()
 	var manifest ocispec.Manifest
 	decode(t, blob(t, files, md), &manifest)
 	if manifest.SchemaVersion != 2 || manifest.MediaType != ocispec.MediaTypeImageManifest {
@@ -183,7 +208,13 @@ func TestPack(t *testing.T) {
 	if !bytes.Equal(blob(t, files, ld), rootfs) {
 		t.Error("layer differs from the root file system")
 	}
+	return manifest
+}
 
+// checkConfig checks the image config of manifest against img, and its
+// one diff_id against rootfs and the layer's digest.
+func checkConfig(t *testing.T, files map[string][]byte, manifest ocispec.Manifest, img Image, rootfs []byte) {
+	t.Helper()
 	var config ocispec.Image
 	decode(t, blob(t, files, manifest.Config), &config)
 	if config.OS != "linux" || config.Architecture != runtime.GOARCH {
@@ -199,18 +230,22 @@ func TestPack(t *testing.T) {
 	if !reflect.DeepEqual(config.RootFS, wantRootFS) {
 		t.Errorf("config rootfs %+v; want %+v", config.RootFS, wantRootFS)
 	}
-	if ld.Digest != wantRootFS.DiffIDs[0] {
+	if ld := manifest.Layers[0]; ld.Digest != wantRootFS.DiffIDs[0] {
 		t.Errorf("uncompressed layer digest %s differs from its diff_id %s", ld.Digest, wantRootFS.DiffIDs[0])
 	}
+}
 
-	// docker load reads manifest.json: the same config and layer blobs, by
-	// their paths in the archive, and the name to tag the image with.
+// checkDockerManifest checks manifest.json, which docker load reads: the
+// same config and layer blobs as manifest, by their paths in the archive,
+// and the name to tag the image with.
+func checkDockerManifest(t *testing.T, files map[string][]byte, manifest ocispec.Manifest) {
+	t.Helper()
 	var docker []dockerManifest
 	decode(t, files["manifest.json"], &docker)
 	wantDocker := []dockerManifest{{
 		Config:   "blobs/sha256/" + manifest.Config.Digest.Encoded(),
 		RepoTags: []string{"localhost/code-sandbox-mcp/python:trixie"},
-		Layers:   []string{"blobs/sha256/" + ld.Digest.Encoded()},
+		Layers:   []string{"blobs/sha256/" + manifest.Layers[0].Digest.Encoded()},
 	}}
 	if !reflect.DeepEqual(docker, wantDocker) {
 		t.Errorf("manifest.json %+v; want %+v", docker, wantDocker)
@@ -221,11 +256,6 @@ func TestPack(t *testing.T) {
 				t.Errorf("manifest.json names %s; the archive has no such file", p)
 			}
 		}
-	}
-
-	wantFiles := 3 + 3 // oci-layout, index.json, manifest.json, three blobs
-	if len(files) != wantFiles {
-		t.Errorf("archive has %d files; want %d", len(files), wantFiles)
 	}
 }
 
