@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -40,20 +41,30 @@ func TestBodyBudget(t *testing.T) {
 		}
 	}
 
-	// Room that comes free while it waits lets it in.
-	got := make(chan string, 1)
-	go func() {
-		release, refusal := b.take(ctx, limit)
-		if release != nil {
-			release()
+	// Room that comes free while it waits lets it in. In a bubble, so
+	// that the release comes once the taker is blocked waiting for room
+	// (synctest.Wait), and its wait's deadline is the bubble's clock,
+	// which stands still meanwhile.
+	synctest.Test(t, func(t *testing.T) {
+		got := make(chan string, 1)
+		go func() {
+			release, refusal := b.take(ctx, limit)
+			if release != nil {
+				release()
+			}
+			got <- refusal
+		}()
+		synctest.Wait()
+		select {
+		case refusal := <-got:
+			t.Fatalf("a body with the budget full did not wait for room: refusal %q", refusal)
+		default:
 		}
-		got <- refusal
-	}()
-	time.Sleep(20 * time.Millisecond) // let it wait
-	releases[0]()
-	if refusal := <-got; refusal != "" {
-		t.Fatalf("a body waiting while another was released: refused: %s", refusal)
-	}
+		releases[0]()
+		if refusal := <-got; refusal != "" {
+			t.Fatalf("a body waiting while another was released: refused: %s", refusal)
+		}
+	})
 	releases[1]()
 
 	// A cancelled request stops waiting for room.
