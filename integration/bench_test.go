@@ -254,6 +254,8 @@ func BenchmarkSideBySide(b *testing.B) {
 	if part("pool") {
 		s := startBench(b, bin, "concurrency = 16\n")
 		s.waitQuiet(b, 2*pool)
+		// Not synchronisation: idle memory is what is measured, so the
+		// server is left idle a moment after its pool is full.
 		time.Sleep(time.Second)
 		rep.IdleRSSMiB = s.rss()
 		rep.ReadyMemMiB = readyMemory(b)

@@ -240,6 +240,7 @@ func TestMCPFilesExpire(t *testing.T) {
 	if _, err := s.readResource(ctx, uri); err != nil {
 		t.Fatalf("read at once: %v", err)
 	}
+	// Not synchronisation: the retention passing is what is tested.
 	time.Sleep(2500 * time.Millisecond)
 	_, err := s.readResource(ctx, uri)
 	if err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "file_retention") {

@@ -178,7 +178,8 @@ func TestHTTPLimitsRate(t *testing.T) {
 		t.Errorf("bob's call while alice is refused: %q %+v; want it run", r.text, r.out)
 	}
 
-	// The wait the refusal named is enough.
+	// The wait the refusal named is enough. Not synchronisation: that
+	// wait, and no more, is what is tested.
 	time.Sleep(time.Duration(sec * float64(time.Second)))
 	r = decodeCall(ctx, t, alice, "run_python_code", code("print('later')"))
 	if r.isError || r.out.Stdout != "later\n" {

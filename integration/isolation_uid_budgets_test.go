@@ -361,8 +361,7 @@ func startCall(t *testing.T, s *mcpServer, tool string, args map[string]any) <-c
 // heldMarker reports whether a process on the host has the file
 // /tmp/held-main.py-TOKEN in its root.
 func heldMarker(token string) bool {
-	matches, _ := filepath.Glob("/proc/[0-9]*/root/tmp/held-*-" + token)
-	return len(matches) > 0
+	return sandboxTmpFile("held-*-"+token) != ""
 }
 
 // releaseRuns writes "release-TOKEN" into every run's program directory

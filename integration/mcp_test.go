@@ -435,6 +435,18 @@ func waitFor(d time.Duration, cond func() bool) bool {
 	}
 }
 
+// sandboxTmpFile returns the host's path, through /proc/PID/root, of a
+// file in some process's /tmp whose name matches pattern, or "" if there
+// is none: how a test sees that a program in a sandbox got as far as
+// creating it.
+func sandboxTmpFile(pattern string) string {
+	matches, _ := filepath.Glob("/proc/[0-9]*/root/tmp/" + pattern)
+	if len(matches) == 0 {
+		return ""
+	}
+	return matches[0]
+}
+
 func TestMCPCancellationKillsTheRun(t *testing.T) {
 	s := startMCP(t, serverSpec{})
 	ctx, cancel := context.WithCancel(testContext(t))

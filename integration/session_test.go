@@ -9,6 +9,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -196,28 +198,34 @@ func TestSessionWorkspacePersists(t *testing.T) {
 func TestSessionCallsRunInOrder(t *testing.T) {
 	e := newExecutor(t, func(c *exec.Config) { c.Concurrency = 4; sessionConfig(4, time.Minute, time.Hour)(c) })
 	s := newSession(t, e, "python")
-	cell(t, e, "python", s.ID, "import time\nseen = []")
+	cell(t, e, "python", s.ID, "import os, time\nseen = []")
 	const n = 20
 	var wg sync.WaitGroup
 	errs := make(chan error, n+1)
-	call := func(code string) {
-		defer wg.Done()
-		res, err := cellErr(testContext(t), e, "python", s.ID, code, 0)
-		if err == nil && res.Failed() {
-			err = fmt.Errorf("%q failed: %s", code, res.Stderr)
+	// The first call holds the session until the test releases it: it
+	// says it runs with a file in its /tmp, then waits for another.
+	mk := marker(t)
+	wg.Go(func() {
+		errs <- sessionCall(testContext(t), e, s.ID, fmt.Sprintf("open('/tmp/%[1]s-held', 'w').close()\nwhile not os.path.exists('/tmp/%[1]s-release'):\n    time.sleep(0.01)", mk))
+	})
+	release := func() {
+		if held := sandboxTmpFile(mk + "-held"); held != "" {
+			os.WriteFile(strings.TrimSuffix(held, "-held")+"-release", nil, 0o644)
 		}
-		errs <- err
 	}
-	// The first call holds the session while the others arrive, one by
-	// one, far enough apart to be waiting in the order they were sent.
-	wg.Add(1)
-	go call("time.sleep(0.5)")
-	time.Sleep(100 * time.Millisecond)
+	defer release() // should the test fail before it releases the cell
+	if !waitFor(30*time.Second, func() bool { return sandboxTmpFile(mk+"-held") != "" }) {
+		t.Fatal("the first cell never ran")
+	}
+	// The others arrive one by one, each sent once the one before it
+	// waits for its turn.
 	for i := range n {
-		wg.Add(1)
-		go call(fmt.Sprintf("seen.append(%d)", i))
-		time.Sleep(20 * time.Millisecond)
+		wg.Go(func() { errs <- queuedCall(testContext(t), e, s.ID, fmt.Sprintf("seen.append(%d)", i)) })
+		if !waitFor(30*time.Second, func() bool { return waitingForTurn("integration.queuedCall") == i+1 }) {
+			t.Fatalf("call %d never waited for its turn (%d calls wait)", i, waitingForTurn("integration.queuedCall"))
+		}
 	}
+	release()
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -232,6 +240,67 @@ func TestSessionCallsRunInOrder(t *testing.T) {
 	if res.Session.ExecutionCount != n+3 {
 		t.Errorf("execution count %d; want %d", res.Session.ExecutionCount, n+3)
 	}
+}
+
+// sessionCall runs code as a python cell of session id; a cell that
+// fails is an error.
+func sessionCall(ctx context.Context, e *exec.Executor, id, code string) error {
+	res, err := cellErr(ctx, e, "python", id, code, 0)
+	if err == nil && res.Failed() {
+		err = fmt.Errorf("%q failed: %s", code, res.Stderr)
+	}
+	return err
+}
+
+// queuedCall is sessionCall for the calls TestSessionCallsRunInOrder
+// queues: a function of its own, so that waitingForTurn finds them by
+// name.
+func queuedCall(ctx context.Context, e *exec.Executor, id, code string) error {
+	return sessionCall(ctx, e, id, code)
+}
+
+// waitingForTurn counts the goroutines, in this process, that are in a
+// call of caller and blocked (in a select or a channel send) in exec's
+// session code, a function of package exec or below whose name has
+// "ession" in it: the calls that wait for their session's turn. (Should
+// exec's session code move or be renamed, this is the place to follow
+// it.)
+func waitingForTurn(caller string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		lines := strings.Split(g, "\n")
+		if !strings.HasPrefix(lines[0], "goroutine ") || !(strings.Contains(lines[0], " [select") || strings.Contains(lines[0], " [chan send")) {
+			continue
+		}
+		// The function that blocks is the first frame outside the runtime;
+		// function lines alternate with file lines, which start with a tab.
+		var blocker string
+		inCaller := false
+		for _, l := range lines[1:] {
+			if l == "" || strings.HasPrefix(l, "\t") {
+				continue
+			}
+			if blocker == "" && !strings.HasPrefix(l, "runtime.") {
+				blocker = l
+			}
+			if strings.Contains(l, caller+"(") {
+				inCaller = true
+			}
+		}
+		if inCaller && strings.HasPrefix(blocker, "code-sandbox-mcp/exec") && strings.Contains(blocker, "ession") {
+			count++
+		}
+	}
+	return count
 }
 
 // A cell that runs past its timeout is interrupted and the session keeps
@@ -327,11 +396,15 @@ func TestSessionCancellation(t *testing.T) {
 	cell(t, e, "python", s.ID, "import time\nn = 0")
 	ctx, cancel := context.WithCancel(testContext(t))
 	first := make(chan error, 1)
+	// The cell says it runs with a file in its /tmp.
+	mk := marker(t)
 	go func() {
-		_, err := cellErr(ctx, e, "python", s.ID, "n += 1\ntime.sleep(30)", 0)
+		_, err := cellErr(ctx, e, "python", s.ID, fmt.Sprintf("n += 1\nopen('/tmp/%s', 'w').close()\ntime.sleep(30)", mk), 0)
 		first <- err
 	}()
-	time.Sleep(500 * time.Millisecond)
+	if !waitFor(30*time.Second, func() bool { return len(first) > 0 || sandboxTmpFile(mk) != "" }) {
+		t.Fatal("the first cell never ran")
+	}
 	waitCtx, stopWaiting := context.WithTimeout(testContext(t), 300*time.Millisecond)
 	defer stopWaiting()
 	if _, err := cellErr(waitCtx, e, "python", s.ID, "n += 100", 0); !errors.Is(err, context.DeadlineExceeded) {
@@ -368,14 +441,18 @@ func TestSessionLifetime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Past its idle timeout, a call finds the session ended, whether its
-	// timer has fired yet or not.
-	time.Sleep(1500 * time.Millisecond)
+	// timer has fired yet or not. Not synchronisation: the idle time
+	// passing is what is tested, so the test waits it out, to half a
+	// second past the expiry the session gave.
+	time.Sleep(time.Until(idle.ExpiresAt.Add(500 * time.Millisecond)))
 	_, err = cellErr(testContext(t), e, "python", idle.ID, "1", 0)
 	var no *exec.NoSessionError
 	if !errors.As(err, &no) || !strings.Contains(no.Ended, "idle") {
 		t.Fatalf("after its idle timeout: %v; want NoSessionError saying it was idle", err)
 	}
-	// Kept busy, the other reaches its lifetime within a cell.
+	// Kept busy, the other reaches its lifetime within a cell. Not
+	// synchronisation either: its lifetime passing is what is tested,
+	// with a cell every half second so that it is never idle for long.
 	for time.Since(busy.Created) < 3500*time.Millisecond {
 		cell(t, e, "javascript", busy.ID, "1")
 		time.Sleep(500 * time.Millisecond)
