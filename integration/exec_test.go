@@ -573,26 +573,71 @@ func TestLiveServersLeaveEachOthersRunsAlone(t *testing.T) {
 }
 
 func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "crashserver")
-	if err := goBuild("", "crashserver", bin, "./testdata/crashserver", nil, nil); err != nil {
-		t.Fatalf("build crashserver: %v", err)
-	}
 	stateDir := newStateDir(t)
 	// A range of three uids, apart from testUIDs: the crashing server's
 	// two sandboxes hold two of them.
 	uids := config.UIDRange{First: testUIDs.Last + 10, Last: testUIDs.Last + 12}
+	orphans, orphanUIDs := crashWithTwoSandboxes(t, stateDir, uids)
+	// A shim containerd lost track of, as containerd 2.x leaves one when
+	// its client dies while the shim creates the task (seen when the
+	// kill above lands during the pool's next creation): a process named
+	// and flagged as the shim of one orphan, which containerd knows
+	// nothing of. The sweep must stop it too.
+	left := startLeftShim(t, orphans[0])
+
+	// The next server, on the same state directory, uid range and claims
+	// directory, sweeps at Prepare.
+	ctx := testContext(t)
+	langs := testLanguages()
+	for i := range langs {
+		langs[i].Pool = 0
+	}
+	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: uids, UIDLockDir: testUIDLockDir(), Languages: langs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	noOrphanUIDBeforeTheSweep(t, e, uids, orphanUIDs)
+	if err := e.Prepare(ctx); err != nil {
+		t.Fatalf("Prepare: %v", err)
+	}
+	select {
+	case err := <-left:
+		if err != nil {
+			t.Errorf("the shim containerd lost: %v; want it to exit 0, on SIGTERM", err)
+		}
+	case <-time.After(2 * time.Second):
+		// (The sweep waits until it has exited; the reaping of it here
+		// may take a moment.)
+		t.Errorf("the shim containerd lost still runs 2 s after the sweep")
+	}
+	assertNoLeftovers(t, stateDir)
+	orphanUIDsFreeAfterTheSweep(t, e, uids)
+}
+
+// whoami prints the program's uid and gid, then sleeps for %d seconds.
+const whoami = "import os, time\nprint(os.getuid(), os.getgid(), flush=True)\ntime.sleep(%d)\n"
+
+// crashWithTwoSandboxes runs testdata/crashserver on stateDir and uids,
+// and kills it once one run holds the sandbox it took from the pool and
+// the pool has made the next one, started: its process runs as its uid.
+// It returns the two orphans it left, and the uids they run as. (A kill
+// while the pool's task is being created leaves a container whose uid
+// no process holds, which the next server may rightly take before it
+// sweeps, and with containerd 2.x a shim, which the left shim of the
+// test stands for.)
+func crashWithTwoSandboxes(t *testing.T, stateDir string, uids config.UIDRange) ([]string, map[uint32]bool) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "crashserver")
+	if err := goBuild("", "crashserver", bin, "./testdata/crashserver", nil, nil); err != nil {
+		t.Fatalf("build crashserver: %v", err)
+	}
 	cmd := osexec.Command(bin, testAddress, testNamespace, stateDir, pythonImage, testUIDLockDir(), uids.String())
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := testContext(t)
-	// Its run holds the sandbox it took from the pool, and the pool has
-	// made the next one, started: its process runs as its uid. (A kill
-	// while the pool's task is being created leaves a container whose
-	// uid no process holds, which the next server may rightly take
-	// before it sweeps, and with containerd 2.x a shim, which the
-	// left shim below stands for.)
 	twoSandboxes := func() bool {
 		cs, err := testClient.Containers(ctx)
 		return err == nil && len(cs) == 2
@@ -616,6 +661,7 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 		t.Fatalf("after the crash: got %d run directories; want the orphans' two", len(entries))
 	}
 
+	var ids []string
 	orphanUIDs := map[uint32]bool{}
 	cs, err := testClient.Containers(ctx)
 	if err != nil {
@@ -626,32 +672,22 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, c.ID())
 		orphanUIDs[spec.Process.User.UID] = true
 	}
 	if len(orphanUIDs) != 2 {
 		t.Fatalf("the orphans run as %v; want two uids of %v", orphanUIDs, uids)
 	}
-	// A shim containerd lost track of, as containerd 2.x leaves one when
-	// its client dies while the shim creates the task (seen when the
-	// kill above lands during the pool's next creation): a process named
-	// and flagged as the shim of one orphan, which containerd knows
-	// nothing of. The sweep must stop it too.
-	left := startLeftShim(t, cs[0].ID())
+	return ids, orphanUIDs
+}
 
-	// The next server, on the same state directory, uid range and claims
-	// directory, sweeps at Prepare. Before that, it must not give a new
-	// sandbox an orphan's uid: its only free uid is the third, and while
-	// a run holds it there is none.
-	langs := testLanguages()
-	for i := range langs {
-		langs[i].Pool = 0
-	}
-	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: uids, UIDLockDir: testUIDLockDir(), Languages: langs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.Close()
-	const whoami = "import os, time\nprint(os.getuid(), os.getgid(), flush=True)\ntime.sleep(%d)\n"
+// noOrphanUIDBeforeTheSweep checks that e, a server started on the state
+// directory and uids of a crashed one and not yet prepared (so not yet
+// swept), gives no new sandbox an orphan's uid: its only free uid is the
+// third, and while a run holds it there is none.
+func noOrphanUIDBeforeTheSweep(t *testing.T, e *exec.Executor, uids config.UIDRange, orphanUIDs map[uint32]bool) {
+	t.Helper()
+	ctx := testContext(t)
 	held := make(chan *exec.Result, 1)
 	go func() {
 		res, err := e.Run(ctx, exec.Request{Language: "python", Code: fmt.Sprintf(whoami, 3)})
@@ -660,7 +696,15 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 		}
 		held <- res
 	}()
-	time.Sleep(time.Second) // the first run claims its uid
+	// The first run has claimed its uid once its sandbox exists: the
+	// claim comes before the container, whose spec names the uid.
+	threeSandboxes := func() bool {
+		cs, err := testClient.Containers(ctx)
+		return err == nil && len(cs) == 3
+	}
+	if !waitFor(30*time.Second, func() bool { return len(held) > 0 || threeSandboxes() }) {
+		t.Fatal("the run before the sweep never had a sandbox")
+	}
 	if res, err := e.Run(ctx, exec.Request{Language: "python", Code: fmt.Sprintf(whoami, 0)}); !errdefs.IsResourceExhausted(err) {
 		t.Errorf("second run before the sweep: got %+v, %v; want no uid free (the orphans hold two of three)", res, err)
 	}
@@ -671,22 +715,13 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 			t.Errorf("run before the sweep ran as %d:%d; want the third uid of %v, not an orphan's %v", uid, gid, uids, orphanUIDs)
 		}
 	}
-	if err := e.Prepare(ctx); err != nil {
-		t.Fatalf("Prepare: %v", err)
-	}
-	select {
-	case err := <-left:
-		if err != nil {
-			t.Errorf("the shim containerd lost: %v; want it to exit 0, on SIGTERM", err)
-		}
-	case <-time.After(2 * time.Second):
-		// (The sweep waits until it has exited; the reaping of it here
-		// may take a moment.)
-		t.Errorf("the shim containerd lost still runs 2 s after the sweep")
-	}
-	assertNoLeftovers(t, stateDir)
-	// Swept, the orphans' uids are free again: three runs at once get
-	// the three uids.
+}
+
+// orphanUIDsFreeAfterTheSweep checks that, swept, the orphans' uids are
+// free again: three runs at once on e get the three uids.
+func orphanUIDsFreeAfterTheSweep(t *testing.T, e *exec.Executor, uids config.UIDRange) {
+	t.Helper()
+	ctx := testContext(t)
 	var wg sync.WaitGroup
 	got := make(chan uint32, 3)
 	for range 3 {
