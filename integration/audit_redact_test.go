@@ -22,10 +22,33 @@ func TestAuditRedactsPassThroughValues(t *testing.T) {
 		env:    []string{"SECRET_X=" + secret},
 		config: "[audit]\ninclude_code = true\n",
 	})
-	ctx := testContext(t)
+	prog := redactedCalls(t, s, secret)
+	stop()
 
-	// The program names a directory and a file after the value; the
-	// client passes a file whose path holds it, and code that holds it.
+	if code, out, errOut := auditVerify(t, log); code != 0 || !strings.Contains(out, "intact") {
+		t.Fatalf("audit verify of the redacted log: exit %d, %q %q; want 0, intact", code, out, errOut)
+	}
+	lines, recs := readAudit(t, log)
+	text := strings.Join(lines, "\n")
+	escaped, _ := json.Marshal(secret)
+	for _, form := range []string{secret, string(escaped[1 : len(escaped)-1]), strings.TrimSuffix(secret, "&x")} {
+		if strings.Contains(text, form) {
+			t.Errorf("the audit log holds the pass-through value as %q:\n%s", form, text)
+		}
+	}
+	assertNoSecret(t, text, secret)
+
+	checkRedactedRecords(t, recs, prog, secret)
+}
+
+// redactedCalls makes the calls of TestAuditRedactsPassThroughValues to
+// s, each with secret, the pass-through value, somewhere: a program that
+// names a directory and a file after it, with an input file whose path
+// holds it, and code that holds it (which it returns); a run in a session
+// whose id is the value; a close_session of it.
+func redactedCalls(t *testing.T, s *mcpServer, secret string) string {
+	t.Helper()
+	ctx := testContext(t)
 	prog := "import os\ns = os.environ['SECRET_X']\nos.mkdir(s)\nopen(os.path.join(s, s + '.txt'), 'w').write('x')\n# " + secret
 	args := code(prog)
 	args["files"] = []map[string]any{{"path": "in-" + secret + ".csv", "content": "a,b\n"}}
@@ -42,21 +65,13 @@ func TestAuditRedactsPassThroughValues(t *testing.T) {
 	if text, isErr := callRaw(ctx, t, s.c, "close_session", map[string]any{"session_id": secret}, nil); isErr {
 		t.Fatalf("close_session: %q", text)
 	}
-	stop()
+	return prog
+}
 
-	if code, out, errOut := auditVerify(t, log); code != 0 || !strings.Contains(out, "intact") {
-		t.Fatalf("audit verify of the redacted log: exit %d, %q %q; want 0, intact", code, out, errOut)
-	}
-	lines, recs := readAudit(t, log)
-	text := strings.Join(lines, "\n")
-	escaped, _ := json.Marshal(secret)
-	for _, form := range []string{secret, string(escaped[1 : len(escaped)-1]), strings.TrimSuffix(secret, "&x")} {
-		if strings.Contains(text, form) {
-			t.Errorf("the audit log holds the pass-through value as %q:\n%s", form, text)
-		}
-	}
-	assertNoSecret(t, text, secret)
-
+// checkRedactedRecords checks the records of redactedCalls' calls, whose
+// program was prog: every place the value was is redacted.
+func checkRedactedRecords(t *testing.T, recs []auditRecord, prog, secret string) {
+	t.Helper()
 	x := "[redacted SECRET_X]"
 	var started, ended, refused, closed auditRecord
 	for _, rec := range recs {

@@ -100,19 +100,54 @@ func TestAuditStdio(t *testing.T) {
 		args: []string{"--audit-log", log, "--pass-through-env", "SECRET_X"},
 		env:  []string{"SECRET_X=" + secret},
 	})
-	ctx := testContext(t)
+	rOut, session := auditedCalls(t, s, cmd, log, old, secret)
+	stop()
 
-	// An output file, and the secret on stdout.
-	outCode := "import os\nopen('out.txt', 'w').write('hello audit')\nprint(os.environ['SECRET_X'])"
-	rOut := s.call(ctx, t, "run_python_code", code(outCode))
+	recs := checkAuditText(t, secret, old, log)
+	events, runs := auditRuns(t, recs)
+	want := "start run_started run_ended run_started run_ended rotated run_started run_ended run_started run_ended " +
+		"session_created run_started run_ended session_closed session_ended run_started run_ended shutdown"
+	// session_closed and session_ended come in either order: the end is
+	// recorded by the executor as close_session returns.
+	got := strings.Replace(strings.Join(events, " "), "session_ended session_closed", "session_closed session_ended", 1)
+	if got != want {
+		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(events, " "), want)
+	}
+	if st := recs[0]; st["transport"] != "stdio" || st["include_code"] != false || fmt.Sprint(st["pass_through_env"]) != "[SECRET_X]" {
+		t.Errorf("start %v", st)
+	}
+	if sd := recs[len(recs)-1]; !strings.Contains(fmt.Sprint(sd["reason"]), "stdin") {
+		t.Errorf("shutdown %v; want the reason stdin closed", sd)
+	}
+	checkAuditedRuns(t, runs, rOut, session, secret)
+	checkAuditedSession(t, recs, session)
+	t.Run("tampering", func(t *testing.T) { auditTampering(t, old, log) })
+}
+
+// The programs TestAuditStdio runs, and the input file of one.
+const (
+	auditOutCode   = "import os\nopen('out.txt', 'w').write('hello audit')\nprint(os.environ['SECRET_X'])"
+	auditInCode    = "print(open('in.csv').read().count(','))"
+	auditInData    = "a,b\n1,2\n"
+	auditFailCode  = "import sys\nsys.exit(3)"
+	auditSleepCode = "import time\ntime.sleep(30)"
+)
+
+// auditedCalls makes TestAuditStdio's calls to s, whose process is cmd
+// and whose audit log is log: a run with an output file and secret on
+// stdout, one with an input file, then a SIGHUP once the log is moved to
+// old, then a failure, a timeout, a session with a cell, closed, and a
+// run in it that cannot run. It returns the first run's result and the
+// session's id.
+func auditedCalls(t *testing.T, s *mcpServer, cmd *osexec.Cmd, log, old, secret string) (toolResult, string) {
+	t.Helper()
+	ctx := testContext(t)
+	rOut := s.call(ctx, t, "run_python_code", code(auditOutCode))
 	if rOut.isError || rOut.out.Stdout != secret+"\n" || len(rOut.out.Files) != 1 {
 		t.Fatalf("the run with an output file: %q %+v", rOut.text, rOut.out)
 	}
-	// An input file.
-	inCode := "print(open('in.csv').read().count(','))"
-	const inData = "a,b\n1,2\n"
-	args := code(inCode)
-	args["files"] = []map[string]any{{"path": "in.csv", "content": inData}}
+	args := code(auditInCode)
+	args["files"] = []map[string]any{{"path": "in.csv", "content": auditInData}}
 	if r := s.call(ctx, t, "run_python_code", args); r.isError || r.out.Stdout != "2\n" {
 		t.Fatalf("the run with an input file: %q", r.text)
 	}
@@ -129,12 +164,10 @@ func TestAuditStdio(t *testing.T) {
 		t.Fatalf("no rotation logged 20s after SIGHUP")
 	}
 
-	// A failure, a timeout, a session, and a run that cannot run.
-	failCode := "import sys\nsys.exit(3)"
-	if r := s.call(ctx, t, "run_python_code", code(failCode)); !r.isError || r.out.ExitCode != 3 {
+	if r := s.call(ctx, t, "run_python_code", code(auditFailCode)); !r.isError || r.out.ExitCode != 3 {
 		t.Fatalf("the failing run (after SIGHUP: the server must still serve): %q %+v", r.text, r.out)
 	}
-	args = code("import time\ntime.sleep(30)")
+	args = code(auditSleepCode)
 	args["timeout_seconds"] = 1
 	if r := s.call(ctx, t, "run_python_code", args); !r.out.TimedOut {
 		t.Fatalf("the timed-out run: %q %+v", r.text, r.out)
@@ -152,24 +185,36 @@ func TestAuditStdio(t *testing.T) {
 	if r := s.call(ctx, t, "run_python_code", map[string]any{"code": "x", "session_id": sess.SessionID}); !r.isError {
 		t.Fatalf("a run in the closed session: %q; want an error", r.text)
 	}
-	stop()
+	return rOut, sess.SessionID
+}
 
-	if code, out, errOut := auditVerify(t, old, log); code != 0 || !strings.Contains(out, "intact") {
-		t.Fatalf("audit verify %s %s: exit %d, %q %q; want 0, intact", old, log, code, out, errOut)
+// checkAuditText checks the log files as text: audit verify finds them
+// intact, and they name the pass-through variable but hold neither its
+// value nor, without include_code, the code. It returns their records.
+func checkAuditText(t *testing.T, secret string, files ...string) []auditRecord {
+	t.Helper()
+	if code, out, errOut := auditVerify(t, files...); code != 0 || !strings.Contains(out, "intact") {
+		t.Fatalf("audit verify %s: exit %d, %q %q; want 0, intact", strings.Join(files, " "), code, out, errOut)
 	}
-	lines, recs := readAudit(t, old, log)
+	lines, recs := readAudit(t, files...)
 	text := strings.Join(lines, "\n")
 	assertNoSecret(t, text, secret)
 	if !strings.Contains(text, `"SECRET_X"`) {
 		t.Errorf("the log does not name the pass-through variable SECRET_X")
 	}
-	for _, c := range []string{outCode, inCode, failCode} {
+	for _, c := range []string{auditOutCode, auditInCode, auditFailCode} {
 		enc, _ := json.Marshal(c)
 		if strings.Contains(text, string(enc[1:len(enc)-1])) {
 			t.Errorf("the log holds the code %q without include_code", c)
 		}
 	}
+	return recs
+}
 
+// auditRuns returns the events of recs, in order, and their run_ended
+// records, each checked against its run_started.
+func auditRuns(t *testing.T, recs []auditRecord) ([]string, []auditRecord) {
+	t.Helper()
 	var events []string
 	started := map[string]auditRecord{}
 	var runs []auditRecord // run_ended, in order
@@ -189,20 +234,13 @@ func TestAuditStdio(t *testing.T) {
 			runs = append(runs, r)
 		}
 	}
-	want := "start run_started run_ended run_started run_ended rotated run_started run_ended run_started run_ended " +
-		"session_created run_started run_ended session_closed session_ended run_started run_ended shutdown"
-	// session_closed and session_ended come in either order: the end is
-	// recorded by the executor as close_session returns.
-	got := strings.Replace(strings.Join(events, " "), "session_ended session_closed", "session_closed session_ended", 1)
-	if got != want {
-		t.Fatalf("events:\n%s\nwant:\n%s", strings.Join(events, " "), want)
-	}
-	if st := recs[0]; st["transport"] != "stdio" || st["include_code"] != false || fmt.Sprint(st["pass_through_env"]) != "[SECRET_X]" {
-		t.Errorf("start %v", st)
-	}
-	if sd := recs[len(recs)-1]; !strings.Contains(fmt.Sprint(sd["reason"]), "stdin") {
-		t.Errorf("shutdown %v; want the reason stdin closed", sd)
-	}
+	return events, runs
+}
+
+// checkAuditedRuns checks the run_ended records of auditedCalls' six
+// runs, whose first result was rOut, in session.
+func checkAuditedRuns(t *testing.T, runs []auditRecord, rOut toolResult, session, secret string) {
+	t.Helper()
 	for _, r := range runs {
 		if r["principal"] != "local" || r["tool"] != "run_python_code" || r["language"] != "python" || r["image"] != pythonImage {
 			t.Errorf("run_ended %v; want local, run_python_code, python, %s", r, pythonImage)
@@ -224,7 +262,7 @@ func TestAuditStdio(t *testing.T) {
 		}
 	}
 	f := rOut.out.Files[0]
-	checkRun(0, outCode, map[string]any{
+	checkRun(0, auditOutCode, map[string]any{
 		"outcome.exit_code": 0, "outcome.timed_out": false, "outcome.stdout_bytes": len(secret) + 1,
 		"files_out":              fmt.Sprintf("[map[path:%s sha256:%s size:%d]]", f.Path, sha256hex("hello audit"), len("hello audit")),
 		"limits.timeout_seconds": 30,
@@ -232,91 +270,99 @@ func TestAuditStdio(t *testing.T) {
 	if f.SHA256 != sha256hex("hello audit") {
 		t.Errorf("the result's file sha256 %s; want the log's", f.SHA256)
 	}
-	checkRun(1, inCode, map[string]any{
+	checkRun(1, auditInCode, map[string]any{
 		"outcome.exit_code": 0,
-		"files_in":          fmt.Sprintf("[map[path:in.csv sha256:%s size:%d]]", sha256hex(inData), len(inData)),
+		"files_in":          fmt.Sprintf("[map[path:in.csv sha256:%s size:%d]]", sha256hex(auditInData), len(auditInData)),
 	})
-	checkRun(2, failCode, map[string]any{"outcome.exit_code": 3, "outcome.timed_out": false})
-	checkRun(3, "import time\ntime.sleep(30)", map[string]any{"outcome.timed_out": true, "limits.timeout_seconds": 1})
-	checkRun(4, "x = 1", map[string]any{"session": sess.SessionID, "execution_count": 1, "outcome.exit_code": 0})
-	checkRun(5, "x", map[string]any{"session": sess.SessionID, "image_digest": ""})
+	checkRun(2, auditFailCode, map[string]any{"outcome.exit_code": 3, "outcome.timed_out": false})
+	checkRun(3, auditSleepCode, map[string]any{"outcome.timed_out": true, "limits.timeout_seconds": 1})
+	checkRun(4, "x = 1", map[string]any{"session": session, "execution_count": 1, "outcome.exit_code": 0})
+	checkRun(5, "x", map[string]any{"session": session, "image_digest": ""})
 	if runs[5].get("outcome.error") == nil {
 		t.Errorf("the run in a closed session: %v; want outcome.error", runs[5])
 	}
+}
+
+// checkAuditedSession checks the records of session's creation, close
+// and end.
+func checkAuditedSession(t *testing.T, recs []auditRecord, session string) {
+	t.Helper()
 	for _, r := range recs {
 		switch r["event"] {
 		case "session_created":
-			if r["session"] != sess.SessionID || r["principal"] != "local" || r["language"] != "python" {
+			if r["session"] != session || r["principal"] != "local" || r["language"] != "python" {
 				t.Errorf("session_created %v", r)
 			}
 		case "session_closed":
-			if r["session"] != sess.SessionID || r["was_open"] != true {
+			if r["session"] != session || r["was_open"] != true {
 				t.Errorf("session_closed %v", r)
 			}
 		case "session_ended":
-			if r["session"] != sess.SessionID || !strings.Contains(fmt.Sprint(r["why"]), "close_session") || r["execution_count"] != 1.0 {
+			if r["session"] != session || !strings.Contains(fmt.Sprint(r["why"]), "close_session") || r["execution_count"] != 1.0 {
 				t.Errorf("session_ended %v", r)
 			}
 		}
 	}
+}
 
-	t.Run("tampering", func(t *testing.T) {
-		data, err := os.ReadFile(log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		newLines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-		const k = 5 // a record in the middle of the new file, 1-based
-		if len(newLines) < k+3 {
-			t.Fatalf("the new file has %d records; want more than %d", len(newLines), k+2)
-		}
-		for _, tc := range []struct {
-			name string
-			// tamper returns the file's new content.
-			tamper func(ls []string) string
-			line   int    // the line verify must report
-			want   string // in its reason
-		}{
-			{"edit a field of record k", func(ls []string) string {
-				ls[k-1] = strings.Replace(ls[k-1], `"principal":"local"`, `"principal":"mallory"`, 1)
-				return strings.Join(ls, "\n") + "\n"
-			}, k + 1, fmt.Sprintf(":%d was edited", k)},
-			{"delete record k", func(ls []string) string {
-				return strings.Join(append(ls[:k-1:k-1], ls[k:]...), "\n") + "\n"
-			}, k, "deleted or reordered"},
-			{"swap records k and k+1", func(ls []string) string {
-				ls[k-1], ls[k] = ls[k], ls[k-1]
-				return strings.Join(ls, "\n") + "\n"
-			}, k, "deleted or reordered"},
-			{"cut the tail of record k", func(ls []string) string {
-				ls[k-1] = ls[k-1][:len(ls[k-1])/2]
-				return strings.Join(ls, "\n") + "\n"
-			}, k, "cut or edited"},
-			{"truncate the file inside record k", func(ls []string) string {
-				return strings.Join(ls[:k-1], "\n") + "\n" + ls[k-1][:len(ls[k-1])/2]
-			}, k, "incomplete record"},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				p := filepath.Join(t.TempDir(), "audit.log")
-				ls := append([]string(nil), newLines...)
-				if err := os.WriteFile(p, []byte(tc.tamper(ls)), 0o600); err != nil {
-					t.Fatal(err)
-				}
-				code, out, errOut := auditVerify(t, old, p)
-				prefix := fmt.Sprintf("%s:%d: ", p, tc.line)
-				if code != 1 || !strings.HasPrefix(errOut, prefix) || !strings.Contains(errOut, tc.want) {
-					t.Errorf("audit verify: exit %d, %q %q; want 1 and %s...%s...", code, out, errOut, prefix, tc.want)
-				}
-			})
-		}
-		// The old file alone is intact; the new one alone continues it.
-		if code, _, errOut := auditVerify(t, old); code != 0 {
-			t.Errorf("the rotated file alone: exit %d %q; want intact", code, errOut)
-		}
-		if code, _, errOut := auditVerify(t, log); code != 1 || !strings.Contains(errOut, "continues an earlier chain") {
-			t.Errorf("the new file alone: exit %d %q; want it to say it continues a chain", code, errOut)
-		}
-	})
+// auditTampering checks that audit verify catches each way of tampering
+// with log, the file that continues old, at the line where it happened.
+func auditTampering(t *testing.T, old, log string) {
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newLines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+	const k = 5 // a record in the middle of the new file, 1-based
+	if len(newLines) < k+3 {
+		t.Fatalf("the new file has %d records; want more than %d", len(newLines), k+2)
+	}
+	for _, tc := range []struct {
+		name string
+		// tamper returns the file's new content.
+		tamper func(ls []string) string
+		line   int    // the line verify must report
+		want   string // in its reason
+	}{
+		{"edit a field of record k", func(ls []string) string {
+			ls[k-1] = strings.Replace(ls[k-1], `"principal":"local"`, `"principal":"mallory"`, 1)
+			return strings.Join(ls, "\n") + "\n"
+		}, k + 1, fmt.Sprintf(":%d was edited", k)},
+		{"delete record k", func(ls []string) string {
+			return strings.Join(append(ls[:k-1:k-1], ls[k:]...), "\n") + "\n"
+		}, k, "deleted or reordered"},
+		{"swap records k and k+1", func(ls []string) string {
+			ls[k-1], ls[k] = ls[k], ls[k-1]
+			return strings.Join(ls, "\n") + "\n"
+		}, k, "deleted or reordered"},
+		{"cut the tail of record k", func(ls []string) string {
+			ls[k-1] = ls[k-1][:len(ls[k-1])/2]
+			return strings.Join(ls, "\n") + "\n"
+		}, k, "cut or edited"},
+		{"truncate the file inside record k", func(ls []string) string {
+			return strings.Join(ls[:k-1], "\n") + "\n" + ls[k-1][:len(ls[k-1])/2]
+		}, k, "incomplete record"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "audit.log")
+			ls := append([]string(nil), newLines...)
+			if err := os.WriteFile(p, []byte(tc.tamper(ls)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			code, out, errOut := auditVerify(t, old, p)
+			prefix := fmt.Sprintf("%s:%d: ", p, tc.line)
+			if code != 1 || !strings.HasPrefix(errOut, prefix) || !strings.Contains(errOut, tc.want) {
+				t.Errorf("audit verify: exit %d, %q %q; want 1 and %s...%s...", code, out, errOut, prefix, tc.want)
+			}
+		})
+	}
+	// The old file alone is intact; the new one alone continues it.
+	if code, _, errOut := auditVerify(t, old); code != 0 {
+		t.Errorf("the rotated file alone: exit %d %q; want intact", code, errOut)
+	}
+	if code, _, errOut := auditVerify(t, log); code != 1 || !strings.Contains(errOut, "continues an earlier chain") {
+		t.Errorf("the new file alone: exit %d %q; want it to say it continues a chain", code, errOut)
+	}
 }
 
 func TestAuditHTTP(t *testing.T) {
