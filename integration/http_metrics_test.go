@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -116,24 +117,7 @@ func TestHTTPMetricsCountTheRuns(t *testing.T) {
 	path, tokens := tokenFile(t, "alice")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}})
 	url := s.base + "/metrics"
-
-	// The same checks as /mcp: each refusal is counted by its reason.
-	if got := getMetrics(t, url, "").status; got != http.StatusUnauthorized {
-		t.Errorf("GET /metrics without a token: %d; want 401", got)
-	}
-	if got := getMetrics(t, url, httpauth.NewToken()).status; got != http.StatusUnauthorized {
-		t.Errorf("GET /metrics with a wrong token: %d; want 401", got)
-	}
-	if status, _, _ := s.post(t, nil); status != http.StatusUnauthorized {
-		t.Errorf("POST /mcp without a token: %d; want 401", status)
-	}
-	before := getMetrics(t, url, tokens["alice"])
-	if before.status != http.StatusOK {
-		t.Fatalf("GET /metrics with the token: %d; want 200", before.status)
-	}
-	if got := before.sum(t, "code_sandbox_runs_total"); got != 0 {
-		t.Errorf("runs before any: %v; want 0", got)
-	}
+	authRefusalsBeforeAnyRun(t, s, url, tokens["alice"])
 
 	c := s.connect(t, tokens["alice"])
 	ctx := testContext(t)
@@ -153,7 +137,39 @@ func TestHTTPMetricsCountTheRuns(t *testing.T) {
 		}
 	}
 
-	m := getMetrics(t, url, tokens["alice"])
+	runMetrics(t, getMetrics(t, url, tokens["alice"]))
+	sessionMetrics(t, c, url, tokens["alice"])
+}
+
+// authRefusalsBeforeAnyRun checks that /metrics of s, at url, takes the
+// same checks as /mcp: without token, or with one that is not its, it is
+// refused; with token it counts no run yet. The refusals are counted by
+// runMetrics.
+func authRefusalsBeforeAnyRun(t *testing.T, s *httpServer, url, token string) {
+	t.Helper()
+	if got := getMetrics(t, url, "").status; got != http.StatusUnauthorized {
+		t.Errorf("GET /metrics without a token: %d; want 401", got)
+	}
+	if got := getMetrics(t, url, httpauth.NewToken()).status; got != http.StatusUnauthorized {
+		t.Errorf("GET /metrics with a wrong token: %d; want 401", got)
+	}
+	if status, _, _ := s.post(t, nil); status != http.StatusUnauthorized {
+		t.Errorf("POST /mcp without a token: %d; want 401", status)
+	}
+	before := getMetrics(t, url, token)
+	if before.status != http.StatusOK {
+		t.Fatalf("GET /metrics with the token: %d; want 200", before.status)
+	}
+	if got := before.sum(t, "code_sandbox_runs_total"); got != 0 {
+		t.Errorf("runs before any: %v; want 0", got)
+	}
+}
+
+// runMetrics checks m, scraped after TestHTTPMetricsCountTheRuns' five
+// runs (three python runs, a python failure, a javascript timeout) and
+// the three refusals of authRefusalsBeforeAnyRun.
+func runMetrics(t *testing.T, m scrape) {
+	t.Helper()
 	for _, tc := range []struct {
 		lang, outcome string
 		want          float64
@@ -203,6 +219,14 @@ func TestHTTPMetricsCountTheRuns(t *testing.T) {
 		t.Errorf("build_info: %v; want 1", got)
 	}
 
+}
+
+// sessionMetrics checks that a session of client c counts as open while
+// it lives, that a cell is a run, and that it counts as ended once
+// closed, in the metrics at url, read with token.
+func sessionMetrics(t *testing.T, c *client.Client, url, token string) {
+	t.Helper()
+	ctx := testContext(t)
 	// A session: open while it lives, a cell is a run, ended once closed.
 	var created createdSession
 	if text, isErr := callRaw(ctx, t, c, "create_session", map[string]any{"language": "python"}, &created); isErr {
@@ -211,7 +235,7 @@ func TestHTTPMetricsCountTheRuns(t *testing.T) {
 	if text, isErr := callRaw(ctx, t, c, "run_python_code", map[string]any{"code": "x = 1", "session_id": created.SessionID}, nil); isErr {
 		t.Fatalf("a cell: %q", text)
 	}
-	m = getMetrics(t, url, tokens["alice"])
+	m := getMetrics(t, url, token)
 	if got := m.value(t, "code_sandbox_sessions_open"); got != 1 {
 		t.Errorf("sessions_open with one session: %v; want 1", got)
 	}
@@ -221,7 +245,7 @@ func TestHTTPMetricsCountTheRuns(t *testing.T) {
 	if text, isErr := callRaw(ctx, t, c, "close_session", map[string]any{"session_id": created.SessionID}, nil); isErr {
 		t.Fatalf("close_session: %q", text)
 	}
-	m = getMetrics(t, url, tokens["alice"])
+	m = getMetrics(t, url, token)
 	if got := m.value(t, "code_sandbox_sessions_open"); got != 0 {
 		t.Errorf("sessions_open once closed: %v; want 0", got)
 	}
