@@ -55,6 +55,16 @@ type createdSession struct {
 // max_sessions.
 func TestMCPSessions(t *testing.T) {
 	s := startMCP(t, serverSpec{config: "[sessions]\nmax_sessions = 2\nidle_timeout = \"5m\"\nmax_lifetime = \"30m\"\n"})
+	sessionToolsListed(t, s)
+	py := pythonSession(t, s)
+	js := javascriptSession(t, s, py)
+	sessionsBoundedAndListed(t, s, py)
+	sessionsEnd(t, s, py, js)
+}
+
+// sessionToolsListed checks that tools/list of s has the session tools.
+func sessionToolsListed(t *testing.T, s *mcpServer) {
+	t.Helper()
 	ctx := testContext(t)
 	tools, err := s.c.ListTools(ctx, mcp.ListToolsRequest{})
 	if err != nil {
@@ -66,6 +76,15 @@ func TestMCPSessions(t *testing.T) {
 		}
 	}
 
+}
+
+// pythonSession creates a python session on s with an idle timeout of
+// its own, and checks that its cells keep their state, that a timed-out
+// cell is interrupted with the session and its state kept, and that
+// one-shot runs are as they were. It returns the session, four cells in.
+func pythonSession(t *testing.T, s *mcpServer) createdSession {
+	t.Helper()
+	ctx := testContext(t)
 	var py createdSession
 	text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python", "idle_timeout_seconds": 120}, &py)
 	if isErr || !strings.HasPrefix(py.SessionID, "session-") || py.Tool != "run_python_code" || py.IdleTimeoutSeconds != 120 || py.MaxLifetimeSeconds != 1800 || !strings.Contains(text, py.SessionID) {
@@ -94,23 +113,39 @@ func TestMCPSessions(t *testing.T) {
 	if r = s.call(ctx, t, "run_python_code", code("print('r' in globals())")); r.out.Stdout != "False\n" || r.out.SessionID != "" {
 		t.Fatalf("a one-shot run: %q %+v", r.text, r.out)
 	}
+	return py
+}
 
+// javascriptSession creates a javascript session on s, checks that its
+// cells keep their state, and that py, a python session, runs only
+// python; it returns the javascript session.
+func javascriptSession(t *testing.T, s *mcpServer, py createdSession) createdSession {
+	t.Helper()
+	ctx := testContext(t)
 	var js createdSession
 	if text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "javascript"}, &js); isErr || js.Tool != "run_js_code" {
 		t.Fatalf("create_session javascript: %q", text)
 	}
-	if r = s.call(ctx, t, "run_js_code", map[string]any{"code": "const n = [1, 2, 3]", "session_id": js.SessionID}); r.isError {
+	if r := s.call(ctx, t, "run_js_code", map[string]any{"code": "const n = [1, 2, 3]", "session_id": js.SessionID}); r.isError {
 		t.Fatalf("js cell: %q", r.text)
 	}
-	if r = s.call(ctx, t, "run_js_code", map[string]any{"code": "n.map(x => x * 2)", "session_id": js.SessionID}); r.out.Stdout != "[ 2, 4, 6 ]\n" {
+	if r := s.call(ctx, t, "run_js_code", map[string]any{"code": "n.map(x => x * 2)", "session_id": js.SessionID}); r.out.Stdout != "[ 2, 4, 6 ]\n" {
 		t.Fatalf("js state: %q", r.text)
 	}
 	// A session runs only its own language.
-	if r = s.call(ctx, t, "run_js_code", map[string]any{"code": "1", "session_id": py.SessionID}); !r.isError || !strings.Contains(r.text, "python") {
+	if r := s.call(ctx, t, "run_js_code", map[string]any{"code": "1", "session_id": py.SessionID}); !r.isError || !strings.Contains(r.text, "python") {
 		t.Errorf("a python session through run_js_code: %q", r.text)
 	}
+	return js
+}
 
-	text, isErr = callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python"}, nil)
+// sessionsBoundedAndListed checks that with py and another session open
+// a third is refused, with an error that says what to do, and that
+// list_sessions lists the two, py first with its four cells and memory.
+func sessionsBoundedAndListed(t *testing.T, s *mcpServer, py createdSession) {
+	t.Helper()
+	ctx := testContext(t)
+	text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python"}, nil)
 	if !isErr || !strings.Contains(text, "max_sessions") || !strings.Contains(text, "close_session") {
 		t.Errorf("a third session: %q; want an error naming max_sessions and close_session", text)
 	}
@@ -127,13 +162,23 @@ func TestMCPSessions(t *testing.T) {
 		t.Errorf("list_sessions: %+v", list)
 	}
 
+}
+
+// sessionsEnd checks how sessions end: py closed (twice: close is
+// idempotent) and a run in it after, a run in an unknown session, js by
+// its interpreter's exit; and a session left open, which ends with the
+// server when its client goes away (startMCP's cleanup closes stdin and
+// checks that nothing is left).
+func sessionsEnd(t *testing.T, s *mcpServer, py, js createdSession) {
+	t.Helper()
+	ctx := testContext(t)
 	for i := range 2 {
-		text, isErr = callRaw(ctx, t, s.c, "close_session", map[string]any{"session_id": py.SessionID}, nil)
+		text, isErr := callRaw(ctx, t, s.c, "close_session", map[string]any{"session_id": py.SessionID}, nil)
 		if isErr {
 			t.Errorf("close_session #%d: %q", i+1, text)
 		}
 	}
-	r = s.call(ctx, t, "run_python_code", map[string]any{"code": "r", "session_id": py.SessionID})
+	r := s.call(ctx, t, "run_python_code", map[string]any{"code": "r", "session_id": py.SessionID})
 	if !r.isError || !strings.Contains(r.text, "create_session") || !strings.Contains(r.text, "closed") {
 		t.Errorf("a closed session: %q; want an error that says it was closed and to call create_session", r.text)
 	}
