@@ -82,34 +82,85 @@ func TestSystemdUnit(t *testing.T) {
 	}
 	_, hadRun := os.Lstat("/run/code-sandbox-mcp")
 
-	t.Cleanup(func() {
-		if t.Failed() {
-			out, _ := osexec.Command("journalctl", "-u", unitName, "--no-pager", "-n", "200").CombinedOutput()
-			t.Logf("journal of %s:\n%s", unitName, out)
-		}
-		systemctl(t, "stop", unitName)
-		// A failed unit is remembered until reset; a stopped one is not.
-		if showUnit(t, "ActiveState")["ActiveState"] == "failed" {
-			systemctl(t, "reset-failed", unitName)
-		}
-		for _, p := range []string{unitPath, unitPath + ".d", unitConfigDir, "/var/log/code-sandbox-mcp"} {
-			if err := os.RemoveAll(p); err != nil {
-				t.Errorf("remove %s: %v", p, err)
-			}
-		}
-		if hadRun != nil {
-			// The state directory, if the unit made it; a mount left in
-			// it is an error, not something to remove through.
-			if m := mountsUnder("/run/code-sandbox-mcp"); len(m) > 0 {
-				t.Errorf("mounts left under /run/code-sandbox-mcp: %v", m)
-			} else {
-				os.RemoveAll("/run/code-sandbox-mcp")
-			}
-		}
-		systemctl(t, "daemon-reload")
-	})
+	t.Cleanup(func() { uninstallUnit(t, hadRun) })
 
 	// Install: the unit, its config, a token, the listener's port.
+	token, port := installUnit(t, bin, unit, toml)
+	systemctl(t, "daemon-reload")
+	start := time.Now()
+	if out, err := osexec.CommandContext(ctx, "systemctl", "start", unitName).CombinedOutput(); err != nil {
+		t.Fatalf("systemctl start %s: %v: %s", unitName, err, out)
+	}
+	t.Logf("systemctl start returned after %s (Type=notify: once the server said READY=1)", time.Since(start).Round(time.Millisecond))
+	props := showUnit(t, "ActiveState", "SubState", "MainPID", "StatusText")
+	if props["ActiveState"] != "active" || props["SubState"] != "running" || props["StatusText"] != "ready" {
+		t.Fatalf("after start: %v; want active, running, status ready", props)
+	}
+
+	// The hardening, as the kernel holds it for the main process.
+	unitHardening(t, props["MainPID"], string(unit))
+
+	// /healthz: the check that READY=1 waited for passes.
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	unitHealthz(t, base)
+
+	// MCP over HTTP with the token: a hello per language, and a file in
+	// and out (the workspace the server mounted is the one the sandbox
+	// saw: its mount namespace is containerd's).
+	callsThroughUnit(ctx, t, base, token)
+
+	// A clean stop: SIGTERM, every sandbox deleted, exit 0.
+	stop := time.Now()
+	systemctl(t, "stop", unitName)
+	t.Logf("systemctl stop returned after %s", time.Since(stop).Round(time.Millisecond))
+	props = showUnit(t, "ActiveState", "Result", "ExecMainStatus")
+	if props["ActiveState"] != "inactive" || props["Result"] != "success" || props["ExecMainStatus"] != "0" {
+		t.Errorf("after stop: %v; want inactive, success, exit status 0", props)
+	}
+	if left := sandboxesIn(ctx, t, cd); len(left) > 0 {
+		t.Errorf("namespace %s holds %v after the unit stopped; want none", systemNamespace, left)
+	}
+	if m := mountsUnder("/run/code-sandbox-mcp"); len(m) > 0 {
+		t.Errorf("mounts under /run/code-sandbox-mcp after the unit stopped: %v; want none", m)
+	}
+}
+
+// uninstallUnit, at the end of TestSystemdUnit, stops the unit and
+// removes what installUnit put in place (and the state directory, if
+// the unit made it: hadRun is what Lstat said of it before), showing the
+// unit's journal if the test failed.
+func uninstallUnit(t *testing.T, hadRun error) {
+	if t.Failed() {
+		out, _ := osexec.Command("journalctl", "-u", unitName, "--no-pager", "-n", "200").CombinedOutput()
+		t.Logf("journal of %s:\n%s", unitName, out)
+	}
+	systemctl(t, "stop", unitName)
+	// A failed unit is remembered until reset; a stopped one is not.
+	if showUnit(t, "ActiveState")["ActiveState"] == "failed" {
+		systemctl(t, "reset-failed", unitName)
+	}
+	for _, p := range []string{unitPath, unitPath + ".d", unitConfigDir, "/var/log/code-sandbox-mcp"} {
+		if err := os.RemoveAll(p); err != nil {
+			t.Errorf("remove %s: %v", p, err)
+		}
+	}
+	if hadRun != nil {
+		// The state directory, if the unit made it; a mount left in
+		// it is an error, not something to remove through.
+		if m := mountsUnder("/run/code-sandbox-mcp"); len(m) > 0 {
+			t.Errorf("mounts left under /run/code-sandbox-mcp: %v", m)
+		} else {
+			os.RemoveAll("/run/code-sandbox-mcp")
+		}
+	}
+	systemctl(t, "daemon-reload")
+}
+
+// installUnit installs unit, the unit file, with bin as its binary, toml
+// as its config, a new token and a free port for its listener, and
+// returns the token and the port.
+func installUnit(t *testing.T, bin string, unit, toml []byte) (string, int) {
+	t.Helper()
 	if err := os.WriteFile(unitPath, unit, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -136,20 +187,16 @@ func TestSystemdUnit(t *testing.T) {
 	port := freePort(t)
 	writeFile(t, unitConfigDir+"/code-sandbox-mcp.env", fmt.Sprintf("CSM_HTTP=127.0.0.1:%d\n", port))
 
-	systemctl(t, "daemon-reload")
-	start := time.Now()
-	if out, err := osexec.CommandContext(ctx, "systemctl", "start", unitName).CombinedOutput(); err != nil {
-		t.Fatalf("systemctl start %s: %v: %s", unitName, err, out)
-	}
-	t.Logf("systemctl start returned after %s (Type=notify: once the server said READY=1)", time.Since(start).Round(time.Millisecond))
-	props := showUnit(t, "ActiveState", "SubState", "MainPID", "StatusText")
-	if props["ActiveState"] != "active" || props["SubState"] != "running" || props["StatusText"] != "ready" {
-		t.Fatalf("after start: %v; want active, running, status ready", props)
-	}
+	return strings.TrimSpace(token.String()), port
+}
 
-	// The hardening, as the kernel holds it for the main process.
-	status := procStatus(t, props["MainPID"])
-	wantCaps := unitCapabilities(t, string(unit))
+// unitHardening checks the hardening of the unit's main process pid, as
+// the kernel holds it: the capabilities of unit's CapabilityBoundingSet
+// and no others, no_new_privs, a seccomp filter.
+func unitHardening(t *testing.T, pid, unit string) {
+	t.Helper()
+	status := procStatus(t, pid)
+	wantCaps := unitCapabilities(t, unit)
 	for _, k := range []string{"CapBnd", "CapEff", "CapPrm"} {
 		if got := status[k]; got != fmt.Sprintf("%016x", wantCaps) {
 			t.Errorf("%s %s; want %016x, the unit's CapabilityBoundingSet", k, got, wantCaps)
@@ -164,9 +211,11 @@ func TestSystemdUnit(t *testing.T) {
 	if status["Seccomp"] != "2" {
 		t.Errorf("Seccomp %q; want 2 (a filter: SystemCallFilter, RestrictAddressFamilies)", status["Seccomp"])
 	}
+}
 
-	// /healthz: the check that READY=1 waited for passes.
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+// unitHealthz checks that /healthz at base answers 200 ok.
+func unitHealthz(t *testing.T, base string) {
+	t.Helper()
 	resp, err := http.Get(base + "/healthz")
 	if err != nil {
 		t.Fatal(err)
@@ -176,12 +225,14 @@ func TestSystemdUnit(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(body) != "ok\n" {
 		t.Errorf("/healthz: %d %q; want 200 ok", resp.StatusCode, body)
 	}
+}
 
-	// MCP over HTTP with the token: a hello per language, and a file in
-	// and out (the workspace the server mounted is the one the sandbox
-	// saw: its mount namespace is containerd's).
+// callsThroughUnit calls the unit's server at base over MCP with token:
+// a hello per language, and a file in and out, read back.
+func callsThroughUnit(ctx context.Context, t *testing.T, base, token string) {
+	t.Helper()
 	s := &httpServer{base: base, client: &http.Client{}}
-	c := s.connect(t, strings.TrimSpace(token.String()))
+	c := s.connect(t, token)
 	call := func(tool string, args map[string]any) toolResult {
 		t.Helper()
 		res, err := c.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: tool, Arguments: args}})
@@ -217,21 +268,6 @@ func TestSystemdUnit(t *testing.T) {
 		t.Errorf("out.txt read back %+v; want %q", read.Contents[0], want)
 	}
 	c.Close()
-
-	// A clean stop: SIGTERM, every sandbox deleted, exit 0.
-	stop := time.Now()
-	systemctl(t, "stop", unitName)
-	t.Logf("systemctl stop returned after %s", time.Since(stop).Round(time.Millisecond))
-	props = showUnit(t, "ActiveState", "Result", "ExecMainStatus")
-	if props["ActiveState"] != "inactive" || props["Result"] != "success" || props["ExecMainStatus"] != "0" {
-		t.Errorf("after stop: %v; want inactive, success, exit status 0", props)
-	}
-	if left := sandboxesIn(ctx, t, cd); len(left) > 0 {
-		t.Errorf("namespace %s holds %v after the unit stopped; want none", systemNamespace, left)
-	}
-	if m := mountsUnder("/run/code-sandbox-mcp"); len(m) > 0 {
-		t.Errorf("mounts under /run/code-sandbox-mcp after the unit stopped: %v; want none", m)
-	}
 }
 
 // systemctl runs systemctl with args and fails t if it fails.
