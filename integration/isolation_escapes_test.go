@@ -440,17 +440,12 @@ print(json.dumps({'same in /proc/1/environ': str(env == pid1), **env}))
 	})
 }
 
-// Case 23: the program inherits stdin, stdout and stderr and no other
-// descriptor.
-func TestIsolationOnlyStdioInherited(t *testing.T) {
-	spec := serverSpec{}
-	eachMode(t, func(t *testing.T, m mode) {
-		s := m.start(t, spec)
-		// fstat opens nothing, unlike listing /proc/self/fd. Past fd 2,
-		// each descriptor is described: what it is, whether it is
-		// close-on-exec, and how it is open. A child lists its own: what
-		// the program starts inherits.
-		r := m.hostile(t, s, "python", pyProbe+`
+// stdioProbePython, after pyProbe, reports the program's open
+// descriptors and a child's. fstat opens nothing, unlike listing
+// /proc/self/fd. Past fd 2, each descriptor is described: what it is,
+// whether it is close-on-exec, and how it is open. A child lists its
+// own: what the program starts inherits.
+const stdioProbePython = `
 import resource, subprocess
 list_fds = """
 import os, resource
@@ -474,7 +469,43 @@ for fd in fds:
     out['fd %d' % fd] = ', '.join([what, 'close-on-exec' if flags & 0o2000000 else 'inherited', ['read-only', 'write-only', 'read-write'][flags & 3]])
 child = list_fds + "print(' '.join(map(str, fds)))"
 out["a child's fds"] = subprocess.run([sys.executable, '-c', child], capture_output=True, text=True).stdout.strip()
-`+pyReport)
+`
+
+// stdioProbeNode reports the descriptors of a Node program that are not
+// Node's own. Node opens descriptors of its own (libuv's event loop)
+// before the program runs. Anything inherited would not be close-on-exec,
+// and would be a socket, a file, or one end of a pipe whose other end is
+// elsewhere; Node's own are close-on-exec, eventfds, epolls, both ends of
+// its pipes, and /dev/null.
+const stdioProbeNode = `
+const fs = require('fs');
+const fds = fs.readdirSync('/proc/self/fd').map(Number);
+const out = {};
+const links = {};
+for (const fd of fds) {
+  try { links[fd] = fs.readlinkSync('/proc/self/fd/' + fd); } catch (e) { continue; } // readdir's own, closed
+  if (fd <= 2) { out['fd ' + fd] = links[fd].split('[')[0]; continue; }
+}
+const pipes = {};
+for (const [fd, l] of Object.entries(links)) if (l.startsWith('pipe:')) pipes[l] = (pipes[l] || 0) + 1;
+const foreign = [];
+for (const [fd, l] of Object.entries(links)) {
+  if (fd <= 2) continue;
+  const flags = parseInt(/flags:\s*(\d+)/.exec(fs.readFileSync('/proc/self/fdinfo/' + fd, 'utf8'))[1], 8);
+  const own = (flags & 0o2000000) && (l === '/dev/null' || /^anon_inode:\[?(eventfd|eventpoll|timerfd)/.test(l) || (l.startsWith('pipe:') && pipes[l] === 2));
+  if (!own) foreign.push([l.split('[')[0], flags & 0o2000000 ? 'close-on-exec' : 'inherited', ['read-only', 'write-only', 'read-write'][flags & 3]].join(', '));
+}
+out['not Node\'s own'] = foreign.join('; ');
+console.log(JSON.stringify(out));
+`
+
+// Case 23: the program inherits stdin, stdout and stderr and no other
+// descriptor.
+func TestIsolationOnlyStdioInherited(t *testing.T) {
+	spec := serverSpec{}
+	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
+		r := m.hostile(t, s, "python", pyProbe+stdioProbePython+pyReport)
 		want := map[string]string{
 			"open fds":      "0 1 2",
 			"fd 0":          "/dev/null", // stdin: EOF at once
@@ -496,32 +527,7 @@ out["a child's fds"] = subprocess.run([sys.executable, '-c', child], capture_out
 		}
 		assertReport(t, probeReport(t, r), want)
 
-		// Node opens descriptors of its own (libuv's event loop) before the
-		// program runs. Anything inherited would not be close-on-exec, and
-		// would be a socket, a file, or one end of a pipe whose other end is
-		// elsewhere; Node's own are close-on-exec, eventfds, epolls, both ends
-		// of its pipes, and /dev/null.
-		js := m.hostile(t, s, "javascript", `
-const fs = require('fs');
-const fds = fs.readdirSync('/proc/self/fd').map(Number);
-const out = {};
-const links = {};
-for (const fd of fds) {
-  try { links[fd] = fs.readlinkSync('/proc/self/fd/' + fd); } catch (e) { continue; } // readdir's own, closed
-  if (fd <= 2) { out['fd ' + fd] = links[fd].split('[')[0]; continue; }
-}
-const pipes = {};
-for (const [fd, l] of Object.entries(links)) if (l.startsWith('pipe:')) pipes[l] = (pipes[l] || 0) + 1;
-const foreign = [];
-for (const [fd, l] of Object.entries(links)) {
-  if (fd <= 2) continue;
-  const flags = parseInt(/flags:\s*(\d+)/.exec(fs.readFileSync('/proc/self/fdinfo/' + fd, 'utf8'))[1], 8);
-  const own = (flags & 0o2000000) && (l === '/dev/null' || /^anon_inode:\[?(eventfd|eventpoll|timerfd)/.test(l) || (l.startsWith('pipe:') && pipes[l] === 2));
-  if (!own) foreign.push([l.split('[')[0], flags & 0o2000000 ? 'close-on-exec' : 'inherited', ['read-only', 'write-only', 'read-write'][flags & 3]].join(', '));
-}
-out['not Node\'s own'] = foreign.join('; ');
-console.log(JSON.stringify(out));
-`)
+		js := m.hostile(t, s, "javascript", stdioProbeNode)
 		want = map[string]string{
 			"fd 0":           "/dev/null",
 			"fd 1":           "pipe:",

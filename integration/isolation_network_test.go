@@ -137,13 +137,12 @@ func countAccepts(t *testing.T, l net.Listener, n *atomic.Int64) {
 	}()
 }
 
-// Case 12: the sandbox has only loopback. Name resolution fails, and
-// neither a listener on the host's loopback nor one in a network namespace
-// on the other end of a veth is reachable, over IPv4 or IPv6. Every
-// address aimed at is on this machine: the host's loopback, and the
-// link-local and ULA addresses this test gave its own veth pair.
-func TestIsolationNetwork(t *testing.T) {
-	target := newNetnsTarget(t)
+// hostListeners listens on the host's loopback, over IPv4 and IPv6, and
+// checks that the host reaches those listeners and target's, so that a
+// refusal from a sandbox is then the sandbox's doing. It returns the
+// host's listeners and their count of connections, both counts reset.
+func hostListeners(t *testing.T, target *netnsTarget) ([]net.Listener, *atomic.Int64) {
+	t.Helper()
 	hostAccepted := &atomic.Int64{}
 	var host []net.Listener
 	for _, a := range []struct{ network, addr string }{{"tcp4", "127.0.0.1:0"}, {"tcp6", "[::1]:0"}} {
@@ -154,8 +153,6 @@ func TestIsolationNetwork(t *testing.T) {
 		countAccepts(t, l, hostAccepted)
 		host = append(host, l)
 	}
-	// From the host, every listener answers: a refusal from the sandbox
-	// is then the sandbox's doing.
 	for _, l := range append(host, target.l4, target.l6) {
 		c, err := net.DialTimeout("tcp", l.Addr().String(), 5*time.Second)
 		if err != nil {
@@ -168,15 +165,14 @@ func TestIsolationNetwork(t *testing.T) {
 	}
 	hostAccepted.Store(0)
 	target.accepted.Store(0)
+	return host, hostAccepted
+}
 
-	port := func(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
-	spec := serverSpec{}
-	eachMode(t, func(t *testing.T, m mode) {
-		s := m.start(t, spec)
-		// The program refuses to resolve a name if a nameserver is not on
-		// loopback: a broken sandbox would then send the query off the
-		// machine. The name is under .invalid, which never resolves.
-		r := m.hostile(t, s, "python", fmt.Sprintf(`
+// networkProbePython, formatted with the host's two loopback ports and
+// the target's IPv4 address, itself, its port, itself, its port, then
+// the same of IPv6, reports the sandbox's interfaces, whether a name
+// resolves, and what a TCP connection and a UDP datagram to each get.
+const networkProbePython = `
 import errno, os, socket
 print('sys/class/net:', sorted(os.listdir('/sys/class/net')))
 print('if_nameindex:', [n for _, n in socket.if_nameindex()])
@@ -215,20 +211,12 @@ print('host 127.0.0.1:', connect(socket.AF_INET, '127.0.0.1', %d))
 print('host ::1:', connect(socket.AF_INET6, '::1', %d))
 print('netns %s:', connect(socket.AF_INET, '%s', %d), send_udp(socket.AF_INET, '%s', %d))
 print('netns %s:', connect(socket.AF_INET6, '%s', %d), send_udp(socket.AF_INET6, '%s', %d))
-`, port(host[0]), port(host[1]),
-			target.v4, target.v4, port(target.l4), target.v4, port(target.l4),
-			target.v6, target.v6, port(target.l6), target.v6, port(target.l6)), withTimeout(20))
-		// 127.0.0.1 and ::1 are the sandbox's own loopback, where nothing
-		// listens: the host's listeners are not there to refuse or accept.
-		// The veth's addresses have no route at all.
-		want := "sys/class/net: ['lo']\nif_nameindex: ['lo']\nresolve: gaierror True\n" +
-			"host 127.0.0.1: ECONNREFUSED\nhost ::1: ECONNREFUSED\n" +
-			"netns " + target.v4 + ": ENETUNREACH ENETUNREACH\nnetns " + target.v6 + ": ENETUNREACH ENETUNREACH\n"
-		if r.text != want {
-			t.Errorf("got %q; want %q", r.text, want)
-		}
+`
 
-		js := m.hostile(t, s, "javascript", fmt.Sprintf(`
+// networkProbeNode, formatted with the host's two loopback ports, the
+// target's IPv4 address and port, then its IPv6 address and port, prints
+// what a TCP connection from Node to each gets.
+const networkProbeNode = `
 const net = require('net');
 const targets = [['127.0.0.1', %d], ['::1', %d], [%q, %d], [%q, %d]];
 (async () => {
@@ -241,7 +229,38 @@ const targets = [['127.0.0.1', %d], ['::1', %d], [%q, %d], [%q, %d]];
     console.log(host, got);
   }
 })();
-`, port(host[0]), port(host[1]), target.v4, port(target.l4), target.v6, port(target.l6)), withTimeout(20))
+`
+
+// Case 12: the sandbox has only loopback. Name resolution fails, and
+// neither a listener on the host's loopback nor one in a network namespace
+// on the other end of a veth is reachable, over IPv4 or IPv6. Every
+// address aimed at is on this machine: the host's loopback, and the
+// link-local and ULA addresses this test gave its own veth pair.
+func TestIsolationNetwork(t *testing.T) {
+	target := newNetnsTarget(t)
+	host, hostAccepted := hostListeners(t, target)
+
+	port := func(l net.Listener) int { return l.Addr().(*net.TCPAddr).Port }
+	spec := serverSpec{}
+	eachMode(t, func(t *testing.T, m mode) {
+		s := m.start(t, spec)
+		// The program refuses to resolve a name if a nameserver is not on
+		// loopback: a broken sandbox would then send the query off the
+		// machine. The name is under .invalid, which never resolves.
+		r := m.hostile(t, s, "python", fmt.Sprintf(networkProbePython, port(host[0]), port(host[1]),
+			target.v4, target.v4, port(target.l4), target.v4, port(target.l4),
+			target.v6, target.v6, port(target.l6), target.v6, port(target.l6)), withTimeout(20))
+		// 127.0.0.1 and ::1 are the sandbox's own loopback, where nothing
+		// listens: the host's listeners are not there to refuse or accept.
+		// The veth's addresses have no route at all.
+		want := "sys/class/net: ['lo']\nif_nameindex: ['lo']\nresolve: gaierror True\n" +
+			"host 127.0.0.1: ECONNREFUSED\nhost ::1: ECONNREFUSED\n" +
+			"netns " + target.v4 + ": ENETUNREACH ENETUNREACH\nnetns " + target.v6 + ": ENETUNREACH ENETUNREACH\n"
+		if r.text != want {
+			t.Errorf("got %q; want %q", r.text, want)
+		}
+
+		js := m.hostile(t, s, "javascript", fmt.Sprintf(networkProbeNode, port(host[0]), port(host[1]), target.v4, port(target.l4), target.v6, port(target.l6)), withTimeout(20))
 		wantJS := "127.0.0.1 ECONNREFUSED\n::1 ECONNREFUSED\n" + target.v4 + " ENETUNREACH\n" + target.v6 + " ENETUNREACH\n"
 		if js.text != wantJS {
 			t.Errorf("javascript: got %q; want %q", js.text, wantJS)
