@@ -917,7 +917,7 @@ func TestLiveSandboxesNeverShareAUid(t *testing.T) {
 
 // A sandbox's root file system is an overlay mounted volatile, so that
 // unmounting it at the delete does not wait for the host's dirty data on
-// containerd's file system (see exec/rootfs.go). Linux takes the option
+// containerd's file system (see exec/internal/sandbox/rootfs.go). Linux takes the option
 // from 5.10 on; before, the overlay is mounted as containerd gives it.
 // Newer kernels show it as fsync=volatile.
 func TestRootFileSystemIsAVolatileOverlay(t *testing.T) {

@@ -519,7 +519,7 @@ func TestIsolationOnlyStdioInherited(t *testing.T) {
 			// child gets none, as above): its request channel, the
 			// pipe that was its fd 0 before it put /dev/null there,
 			// and copies of fds 1 and 2 for its end markers (see
-			// exec/drivers/session.py).
+			// exec/internal/sandbox/drivers/session.py).
 			want["open fds"] = "0 1 2 3 4 5"
 			want["fd 3"] = "pipe:, close-on-exec, read-only"
 			want["fd 4"] = "fd 1's pipe, close-on-exec, write-only"
@@ -537,7 +537,7 @@ func TestIsolationOnlyStdioInherited(t *testing.T) {
 		if m.session {
 			// The driver's request channel: it reopens its fd 0 pipe,
 			// close-on-exec, and puts /dev/null on fd 0 (see
-			// exec/drivers/session.js). Not Node's own by the rule above
+			// exec/internal/sandbox/drivers/session.js). Not Node's own by the rule above
 			// (its other end is the server's), and the one descriptor
 			// more.
 			want["not Node's own"] = "pipe:, close-on-exec, read-only"

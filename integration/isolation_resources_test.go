@@ -91,7 +91,7 @@ time.sleep(3600)
 			// The program's last expression is a Promise that never
 			// settles. node running a file runs until its event loop is
 			// empty; a session's cell until the Promise of its last
-			// expression settles (see exec/drivers/session.js). So
+			// expression settles (see exec/internal/sandbox/drivers/session.js). So
 			// written, the program runs to its deadline in both modes.
 			name: "node child processes", lang: "javascript",
 			code: `

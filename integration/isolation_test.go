@@ -69,7 +69,7 @@ func withTimeout(sec int) hostileOpt {
 // mode is how the isolation suite runs a hostile program: in a sandbox of
 // its own (one-shot), as the first cell of a fresh session (issue 13),
 // whose sandbox is built exactly as a one-shot one is but whose process
-// is the session driver (exec/drivers), the program running inside it, or
+// is the session driver (exec/internal/sandbox/drivers), the program running inside it, or
 // one-shot through the server's streamable HTTP transport (issue 14)
 // instead of stdio, with a token, as a remote client would.
 // Every case runs in each mode, as subtests named after the mode, with

@@ -38,7 +38,7 @@ const poolMaxAge = 10 * time.Minute
 // too.
 //
 // A warm language's pool starts its sandboxes in the warm driver instead
-// (see warm.go), and keeps them only once the driver says it is ready.
+// (see sandbox.WarmInterpreter), and keeps them only once the driver says it is ready.
 // With preloads, it keeps two kinds: about half of the sandboxes import
 // them first, the rest do not (their exit is quicker), and take gives a
 // program the kind its text asks for, or else the other. Where a warm

@@ -12,7 +12,7 @@ import (
 
 // sessionDrivers are the drivers that keep a session's interpreter alive:
 // drivers/session.py for Python, drivers/session.js for Node.js. See the
-// files' own comments for what they do, and session.go for how the server
+// files' own comments for what they do, and package session for how the server
 // speaks to them.
 //
 // drivers/warm.js is the Node.js warm start (see warm.go).
