@@ -256,53 +256,8 @@ func soakHTTP(b *testing.B, bin string, pool int, d time.Duration) *soakHTTPRow 
 		return time.Now().Before(end)
 	}
 
-	// The samples: the series every soakHTTPEvery, and the RSS polled
-	// every soakHTTPPeakEvery for its highest in the warm-up's second
-	// half (the start) and after the warm-up (the peak).
-	var (
-		warmKiB, peakKiB int64 // written by the sampler until sampled is closed
-		stop             = make(chan struct{})
-		sampled          = make(chan struct{})
-	)
-	sample := func() soakHTTPSample {
-		heap, goroutines, err := s.goStats()
-		if err != nil {
-			st.unexpected("metrics", fmt.Errorf("GET /metrics: %w", err))
-		}
-		at := time.Since(start)
-		anon, file := s.rssParts()
-		return soakHTTPSample{AtS: round(at.Seconds()), RSSMiB: s.rss(), AnonMiB: round(float64(anon) / 1024), FileMiB: round(float64(file) / 1024),
-			HeapMiB: round(heap / (1 << 20)), Goroutines: goroutines, Warmup: at < soakHTTPWarmup}
-	}
-	go func() {
-		defer close(sampled)
-		series, poll := time.NewTicker(soakHTTPEvery), time.NewTicker(soakHTTPPeakEvery)
-		defer series.Stop()
-		defer poll.Stop()
-		warm := time.NewTimer(time.Until(warmEnd))
-		defer warm.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-warm.C:
-				// The sample at the warm-up's end.
-				x := sample()
-				x.Warmup = false
-				r.Samples = append(r.Samples, x)
-				r.WarmupEndRSSMiB, r.StartHeapMiB = x.RSSMiB, x.HeapMiB
-			case <-series.C:
-				r.Samples = append(r.Samples, sample())
-			case <-poll.C:
-				switch kib, at := s.rssKiB(), time.Since(start); {
-				case at >= soakHTTPWarmup:
-					peakKiB = max(peakKiB, kib)
-				case at >= soakHTTPWarmup/2:
-					warmKiB = max(warmKiB, kib)
-				}
-			}
-		}
-	}()
+	sm := &soakSampler{s: s, st: st, r: r, start: start, stop: make(chan struct{}), sampled: make(chan struct{})}
+	go sm.run(warmEnd)
 
 	var wg sync.WaitGroup
 	for i, c := range s.clients {
@@ -310,19 +265,95 @@ func soakHTTP(b *testing.B, bin string, pool int, d time.Duration) *soakHTTPRow 
 		wg.Go(func() { w.loop(i, more) })
 	}
 	wg.Wait()
-	close(stop)
-	<-sampled
+	close(sm.stop)
+	<-sm.sampled
 	r.Seconds = round(time.Since(warmEnd).Seconds())
 	if st.endedByCount.Load() {
 		r.EndedBy = "count"
 	}
 
+	r.summarize(st, sm)
+
+	rec := &recorder{TB: b}
+	s.close(rec)
+	for _, e := range rec.errs {
+		b.Error(e)
+		line, _, _ := strings.Cut(e, "\n") // without the server's stderr
+		r.AfterExit = append(r.AfterExit, line)
+	}
+	fmt.Fprintf(os.Stderr, "bench: HTTP soak: %d calls, %d failed as meant, %d unexpected errors; %s\n", r.Calls, r.Deliberate, r.Unexpected, r.rssLine())
+	return r
+}
+
+// soakSampler takes the soak's samples: the series every soakHTTPEvery,
+// and the RSS polled every soakHTTPPeakEvery for its highest in the
+// warm-up's second half (warmKiB, the start) and after the warm-up
+// (peakKiB, the peak). run writes r.Samples and the KiB until sampled is
+// closed, once stop is.
+type soakSampler struct {
+	s                *benchServer
+	st               *soakHTTPStats
+	r                *soakHTTPRow
+	start            time.Time
+	warmKiB, peakKiB int64
+	stop, sampled    chan struct{}
+}
+
+// sample is the server's state now.
+func (sm *soakSampler) sample() soakHTTPSample {
+	s := sm.s
+	heap, goroutines, err := s.goStats()
+	if err != nil {
+		sm.st.unexpected("metrics", fmt.Errorf("GET /metrics: %w", err))
+	}
+	at := time.Since(sm.start)
+	anon, file := s.rssParts()
+	return soakHTTPSample{AtS: round(at.Seconds()), RSSMiB: s.rss(), AnonMiB: round(float64(anon) / 1024), FileMiB: round(float64(file) / 1024),
+		HeapMiB: round(heap / (1 << 20)), Goroutines: goroutines, Warmup: at < soakHTTPWarmup}
+}
+
+// run samples until stop is closed; the warm-up ends at warmEnd.
+func (sm *soakSampler) run(warmEnd time.Time) {
+	defer close(sm.sampled)
+	r := sm.r
+	series, poll := time.NewTicker(soakHTTPEvery), time.NewTicker(soakHTTPPeakEvery)
+	defer series.Stop()
+	defer poll.Stop()
+	warm := time.NewTimer(time.Until(warmEnd))
+	defer warm.Stop()
+	for {
+		select {
+		case <-sm.stop:
+			return
+		case <-warm.C:
+			// The sample at the warm-up's end.
+			x := sm.sample()
+			x.Warmup = false
+			r.Samples = append(r.Samples, x)
+			r.WarmupEndRSSMiB, r.StartHeapMiB = x.RSSMiB, x.HeapMiB
+		case <-series.C:
+			r.Samples = append(r.Samples, sm.sample())
+		case <-poll.C:
+			switch kib, at := sm.s.rssKiB(), time.Since(sm.start); {
+			case at >= soakHTTPWarmup:
+				sm.peakKiB = max(sm.peakKiB, kib)
+			case at >= soakHTTPWarmup/2:
+				sm.warmKiB = max(sm.warmKiB, kib)
+			}
+		}
+	}
+}
+
+// summarize fills in r from the samples and the calls' stats, once the
+// last call returned and before the server stops: the end's sample, the
+// RSS and heap at start, peak and end, and the calls by kind.
+func (r *soakHTTPRow) summarize(st *soakHTTPStats, sm *soakSampler) {
 	// The end: after the last call returned, before the server stops.
-	x := sample()
+	x := sm.sample()
 	r.Samples = append(r.Samples, x)
 	r.EndRSSMiB, r.EndHeapMiB = x.RSSMiB, x.HeapMiB
-	r.StartRSSMiB = max(round(float64(warmKiB)/1024), r.WarmupEndRSSMiB)
-	r.PeakRSSMiB = max(round(float64(peakKiB)/1024), r.WarmupEndRSSMiB, r.EndRSSMiB)
+	r.StartRSSMiB = max(round(float64(sm.warmKiB)/1024), r.WarmupEndRSSMiB)
+	r.PeakRSSMiB = max(round(float64(sm.peakKiB)/1024), r.WarmupEndRSSMiB, r.EndRSSMiB)
 	for _, x := range r.Samples {
 		if !x.Warmup {
 			r.PeakHeapMiB = max(r.PeakHeapMiB, x.HeapMiB)
@@ -345,16 +376,6 @@ func soakHTTP(b *testing.B, bin string, pool int, d time.Duration) *soakHTTPRow 
 		r.Unexpected += k.Unexpected
 	}
 	r.FirstUnexpected = st.first
-
-	rec := &recorder{TB: b}
-	s.close(rec)
-	for _, e := range rec.errs {
-		b.Error(e)
-		line, _, _ := strings.Cut(e, "\n") // without the server's stderr
-		r.AfterExit = append(r.AfterExit, line)
-	}
-	fmt.Fprintf(os.Stderr, "bench: HTTP soak: %d calls, %d failed as meant, %d unexpected errors; %s\n", r.Calls, r.Deliberate, r.Unexpected, r.rssLine())
-	return r
 }
 
 // The kinds of call of the soak, in the order of its table.

@@ -204,34 +204,8 @@ type benchReport struct {
 }
 
 func BenchmarkSideBySide(b *testing.B) {
-	n := 200
-	if v := os.Getenv("BENCH_N"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("BENCH_N=%q: want a positive integer", v)
-		}
-	}
-	nFew := max(n/10, 20)
-	nSoak := 1000
-	if v := os.Getenv("BENCH_SOAK_N"); v != "" {
-		var err error
-		if nSoak, err = strconv.Atoi(v); err != nil || nSoak < 1 {
-			b.Fatalf("BENCH_SOAK_N=%q: want a positive integer", v)
-		}
-	}
-	samples := func(p benchProgram) int {
-		if p.few {
-			return nFew
-		}
-		return n
-	}
-	part := benchParts(b)
-	out := os.Getenv("BENCH_JSON")
-	if out == "" {
-		out = filepath.Join("..", "bin", "bench.json")
-	}
-	defaults := config.Default()
-	pool := defaults.Languages["python"].Pool
+	n, nSoak := benchCounts(b)
+	pool := config.Default().Languages["python"].Pool
 	rep := &benchReport{
 		Date:       time.Now().UTC().Format("2006-01-02"),
 		Machine:    machine(),
@@ -242,6 +216,31 @@ func BenchmarkSideBySide(b *testing.B) {
 	benchUnpack(b)
 	stopWatch := watchLoad()
 
+	benchRunParts(b, bin, n, nSoak, rep)
+
+	rep.Notes = append(rep.Notes, stopWatch())
+	rep.judge()
+	rep.Targets = append(rep.Targets, target{
+		Name:  "nothing left (containers, tasks, snapshots, shims, mounts, state)",
+		Got:   fmt.Sprintf("checked at each of %d servers' exit, after %d runs in all", servers.Load(), runs.Load()),
+		Met:   !b.Failed(),
+		Known: true,
+	})
+	writeBench(b, rep)
+}
+
+// benchRunParts measures the parts BENCH_ONLY names (all unless set),
+// in order, into rep: n calls a hello row (a tenth of it, at least 20,
+// for the slow programs), nSoak in the soak.
+func benchRunParts(b *testing.B, bin string, n, nSoak int, rep *benchReport) {
+	pool := rep.Pool
+	samples := func(p benchProgram) int {
+		if p.few {
+			return max(n/10, 20)
+		}
+		return n
+	}
+	part := benchParts(b)
 	// The floor.
 	if part("floor") {
 		for _, p := range benchPrograms {
@@ -252,27 +251,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	// The server with its default pool: paced, then back to back, then
 	// throughput; idle RSS first.
 	if part("pool") {
-		s := startBench(b, bin, "concurrency = 16\n")
-		s.waitQuiet(b, 2*pool)
-		// Not synchronisation: idle memory is what is measured, so the
-		// server is left idle a moment after its pool is full.
-		time.Sleep(time.Second)
-		rep.IdleRSSMiB = s.rss()
-		rep.ReadyMemMiB = readyMemory(b)
-		for _, p := range append(slices.Clone(benchPrograms), plot) {
-			rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
-		}
-		for _, p := range benchPrograms {
-			rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d, back to back", pool), p, samples(p), -1))
-		}
-		for _, c := range []int{1, 4, 8, 16} {
-			s.waitQuiet(b, 2*pool)
-			rep.Throughput = append(rep.Throughput, s.throughput(b, benchPrograms[0], c, 8*time.Second))
-		}
-		s.waitQuiet(b, 2*pool)
-		rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
-		rep.Phases = s.phases()
-		s.close(b)
+		poolRows(b, bin, pool, samples, rep)
 	}
 
 	// The pool before warm interpreters, and a warm call's phases.
@@ -300,22 +279,12 @@ func BenchmarkSideBySide(b *testing.B) {
 
 	// On demand.
 	if part("pool0") {
-		s := startBench(b, bin, "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n")
-		for _, p := range benchPrograms {
-			rep.Latency = append(rep.Latency, s.latency(b, "ours, pool 0", p, samples(p), 0))
-		}
-		s.close(b)
+		pool0Rows(b, bin, samples, rep)
 	}
 
 	// Time to the first result, from the exec of a fresh server.
 	if part("first") {
-		for range 5 {
-			start := time.Now()
-			s := startBench(b, bin, "")
-			s.call(b, benchPrograms[0])
-			rep.FirstResult = append(rep.FirstResult, ms(time.Since(start)))
-			s.close(b)
-		}
+		rep.FirstResult = firstResults(b, bin, 5)
 	}
 
 	// Many calls on one server: errors, its RSS as the calls go on, and
@@ -332,27 +301,103 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 
 	if part("cli") {
-		for _, rt := range []string{"podman", "docker"} {
-			for i, p := range benchPrograms {
-				row := cliRow(b, rt, p, samples(p))
-				if i == 0 && row.Unavailable != "" {
-					row.Program = "all"
-					rep.Latency = append(rep.Latency, row)
-					break
-				}
-				rep.Latency = append(rep.Latency, row)
+		cliRows(b, samples, rep)
+	}
+}
+
+// firstResults times, n times, a fresh server's first result, from its
+// exec.
+func firstResults(b *testing.B, bin string, n int) []float64 {
+	var got []float64
+	for range n {
+		start := time.Now()
+		s := startBench(b, bin, "")
+		s.call(b, benchPrograms[0])
+		got = append(got, ms(time.Since(start)))
+		s.close(b)
+	}
+	return got
+}
+
+// benchCounts are BENCH_N, the calls a hello row makes (200 unless
+// set), and BENCH_SOAK_N, the soak's (1000 unless set).
+func benchCounts(b *testing.B) (n, nSoak int) {
+	n, nSoak = 200, 1000
+	for _, v := range []struct {
+		name string
+		n    *int
+	}{{"BENCH_N", &n}, {"BENCH_SOAK_N", &nSoak}} {
+		if s := os.Getenv(v.name); s != "" {
+			k, err := strconv.Atoi(s)
+			if err != nil || k < 1 {
+				b.Fatalf("%s=%q: want a positive integer", v.name, s)
 			}
+			*v.n = k
 		}
 	}
+	return n, nSoak
+}
 
-	rep.Notes = append(rep.Notes, stopWatch())
-	rep.judge()
-	rep.Targets = append(rep.Targets, target{
-		Name:  "nothing left (containers, tasks, snapshots, shims, mounts, state)",
-		Got:   fmt.Sprintf("checked at each of %d servers' exit, after %d runs in all", servers.Load(), runs.Load()),
-		Met:   !b.Failed(),
-		Known: true,
-	})
+// poolRows measures the server with its default pool: idle RSS first,
+// then paced, then back to back, then throughput.
+func poolRows(b *testing.B, bin string, pool int, samples func(benchProgram) int, rep *benchReport) {
+	s := startBench(b, bin, "concurrency = 16\n")
+	s.waitQuiet(b, 2*pool)
+	// Not synchronisation: idle memory is what is measured, so the
+	// server is left idle a moment after its pool is full.
+	time.Sleep(time.Second)
+	rep.IdleRSSMiB = s.rss()
+	rep.ReadyMemMiB = readyMemory(b)
+	for _, p := range append(slices.Clone(benchPrograms), plot) {
+		rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d", pool), p, samples(p), 2*pool))
+	}
+	for _, p := range benchPrograms {
+		rep.Latency = append(rep.Latency, s.latency(b, fmt.Sprintf("ours, pool %d, back to back", pool), p, samples(p), -1))
+	}
+	for _, c := range []int{1, 4, 8, 16} {
+		s.waitQuiet(b, 2*pool)
+		rep.Throughput = append(rep.Throughput, s.throughput(b, benchPrograms[0], c, 8*time.Second))
+	}
+	s.waitQuiet(b, 2*pool)
+	rep.Throughput = append(rep.Throughput, s.throughput(b, bigOutput, 16, 8*time.Second))
+	rep.Phases = s.phases()
+	s.close(b)
+}
+
+// pool0Rows measures the server with no pools: every call creates its
+// sandbox.
+func pool0Rows(b *testing.B, bin string, samples func(benchProgram) int, rep *benchReport) {
+	s := startBench(b, bin, "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n")
+	for _, p := range benchPrograms {
+		rep.Latency = append(rep.Latency, s.latency(b, "ours, pool 0", p, samples(p), 0))
+	}
+	s.close(b)
+}
+
+// cliRows times the same programs through podman and docker; a runtime
+// that does not work here gets one row saying why.
+func cliRows(b *testing.B, samples func(benchProgram) int, rep *benchReport) {
+	for _, rt := range []string{"podman", "docker"} {
+		for i, p := range benchPrograms {
+			row := cliRow(b, rt, p, samples(p))
+			if i == 0 && row.Unavailable != "" {
+				row.Program = "all"
+				rep.Latency = append(rep.Latency, row)
+				break
+			}
+			rep.Latency = append(rep.Latency, row)
+		}
+	}
+}
+
+// writeBench prints the report's table, writes its JSON to BENCH_JSON
+// (bin/bench.json unless set), and
+// reports the headline figures as the benchmark's metrics.
+func writeBench(b *testing.B, rep *benchReport) {
+	out := os.Getenv("BENCH_JSON")
+	if out == "" {
+		out = filepath.Join("..", "bin", "bench.json")
+	}
 	text := rep.table()
 	fmt.Print(text)
 	data, err := json.MarshalIndent(rep, "", "  ")
@@ -1269,42 +1314,60 @@ func (r *benchReport) judge() {
 func (r *benchReport) table() string {
 	var w strings.Builder
 	fmt.Fprintf(&w, "\n%s, %s, containerd %s; default pool %d per language\n\n", r.Date, r.Machine, r.Containerd, r.Pool)
-	num := func(f float64) string {
-		if f == 0 {
-			return ""
-		}
-		return strconv.FormatFloat(f, 'f', 1, 64)
+	r.writeMeasures(&w)
+	r.writeRatios(&w)
+	r.writeExtras(&w)
+	r.writeTargets(&w)
+	return w.String()
+}
+
+// benchNum is a table's number: one decimal, or nothing for zero.
+func benchNum(f float64) string {
+	if f == 0 {
+		return ""
 	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
+// writeMeasures writes the latency and throughput tables, the idle RSS,
+// the sessions' memory and the first results.
+func (r *benchReport) writeMeasures(w *strings.Builder) {
+	num := benchNum
 	if len(r.Latency) > 0 {
-		fmt.Fprintf(&w, "| runtime | program | n | p50 ms | p95 ms | p99 ms | run p50 ms | destroy p50 ms |\n")
-		fmt.Fprintf(&w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(w, "| runtime | program | n | p50 ms | p95 ms | p99 ms | run p50 ms | destroy p50 ms |\n")
+		fmt.Fprintf(w, "|---|---|--:|--:|--:|--:|--:|--:|\n")
 		for _, l := range r.Latency {
 			if l.Unavailable != "" {
-				fmt.Fprintf(&w, "| %s | %s | not available: %s |||||| \n", l.Runtime, l.Program, l.Unavailable)
+				fmt.Fprintf(w, "| %s | %s | not available: %s |||||| \n", l.Runtime, l.Program, l.Unavailable)
 				continue
 			}
-			fmt.Fprintf(&w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", l.Runtime, l.Program, l.N, num(l.P50Ms), num(l.P95Ms), num(l.P99Ms), num(l.RunP50Ms), num(l.DestroyP50))
+			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s | %s | %s |\n", l.Runtime, l.Program, l.N, num(l.P50Ms), num(l.P95Ms), num(l.P99Ms), num(l.RunP50Ms), num(l.DestroyP50))
 		}
-		fmt.Fprintf(&w, "\nrun p50: the server's duration_ms (from the program's start to its exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
+		fmt.Fprintf(w, "\nrun p50: the server's duration_ms (from the program's start to its exit). destroy p50: the server's debug \"sandbox destroyed\" took, off the response path.\n")
 	}
 	if len(r.Throughput) > 0 {
-		fmt.Fprintf(&w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB | CPU ms/run | server CPU ms/run |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
+		fmt.Fprintf(w, "\n| concurrency | program | runs | runs/s | p50 ms | p99 ms | peak RSS MiB | CPU ms/run | server CPU ms/run |\n|--:|---|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, t := range r.Throughput {
-			fmt.Fprintf(&w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB, t.HostCPUMs, t.ServerCPUMs)
+			fmt.Fprintf(w, "| %d | %s | %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |\n", t.Concurrency, t.Program, t.Runs, t.RunsPerSec, t.P50Ms, t.P99Ms, t.PeakRSSMiB, t.HostCPUMs, t.ServerCPUMs)
 		}
 	}
 	if r.IdleRSSMiB > 0 {
-		fmt.Fprintf(&w, "\nidle RSS after start, pools full: %.1f MiB.\n", r.IdleRSSMiB)
+		fmt.Fprintf(w, "\nidle RSS after start, pools full: %.1f MiB.\n", r.IdleRSSMiB)
 	}
 	for _, lang := range []string{"python", "javascript"} {
 		if m, ok := r.SessionMemMiB[lang]; ok {
-			fmt.Fprintf(&w, "memory of an idle %s session (its memory cgroup): %.1f MiB.\n", lang, m)
+			fmt.Fprintf(w, "memory of an idle %s session (its memory cgroup): %.1f MiB.\n", lang, m)
 		}
 	}
 	if len(r.FirstResult) > 0 {
-		fmt.Fprintf(&w, "\nfirst result after exec: %v ms.\n", r.FirstResult)
+		fmt.Fprintf(w, "\nfirst result after exec: %v ms.\n", r.FirstResult)
 	}
 
+}
+
+// writeRatios writes each program's p50 ratios: ours to the floor, pool 0
+// to the pool, podman and docker to ours.
+func (r *benchReport) writeRatios(w *strings.Builder) {
 	var ratios []string
 	for _, p := range benchPrograms {
 		floor := r.row(floorName, p.name)
@@ -1328,39 +1391,48 @@ func (r *benchReport) table() string {
 		}
 	}
 	if len(ratios) > 0 {
-		fmt.Fprintf(&w, "\nratios of p50:\n\n%s", strings.Join(ratios, ""))
+		fmt.Fprintf(w, "\nratios of p50:\n\n%s", strings.Join(ratios, ""))
 	}
+}
+
+// writeExtras writes the soaks, the run phases and the ready sandboxes'
+// memory.
+func (r *benchReport) writeExtras(w *strings.Builder) {
 	if s := r.Soak; s != nil {
-		fmt.Fprintf(&w, "\nsoak: %s.\n", s)
+		fmt.Fprintf(w, "\nsoak: %s.\n", s)
 		for _, e := range s.FirstErrors {
-			fmt.Fprintf(&w, "- error: %s\n", e)
+			fmt.Fprintf(w, "- error: %s\n", e)
 		}
 		for _, e := range s.AfterExit {
-			fmt.Fprintf(&w, "- after exit: %s\n", e)
+			fmt.Fprintf(w, "- after exit: %s\n", e)
 		}
 	}
 	if s := r.SoakHTTP; s != nil {
 		w.WriteString(s.table())
 	}
 	if len(r.Phases) > 0 {
-		fmt.Fprintf(&w, "\nrun phases (server debug log, pool %d server, every run):\n\n", r.Pool)
+		fmt.Fprintf(w, "\nrun phases (server debug log, pool %d server, every run):\n\n", r.Pool)
 		for _, p := range r.Phases {
-			fmt.Fprintf(&w, "- %s\n", p)
+			fmt.Fprintf(w, "- %s\n", p)
 		}
 	}
 	if len(r.WarmPhases) > 0 {
-		fmt.Fprintf(&w, "\na warm call, phase by phase (paced, pool %d):\n\n", r.Pool)
+		fmt.Fprintf(w, "\na warm call, phase by phase (paced, pool %d):\n\n", r.Pool)
 		for _, p := range r.WarmPhases {
-			fmt.Fprintf(&w, "- %s\n", p)
+			fmt.Fprintf(w, "- %s\n", p)
 		}
 	}
 	if len(r.ReadyMemMiB) > 0 {
-		fmt.Fprintf(&w, "\nmemory a ready sandbox holds (its memory cgroup, MiB):\n\n")
+		fmt.Fprintf(w, "\nmemory a ready sandbox holds (its memory cgroup, MiB):\n\n")
 		for _, k := range slices.Sorted(maps.Keys(r.ReadyMemMiB)) {
-			fmt.Fprintf(&w, "- %s: %.1f\n", k, r.ReadyMemMiB[k])
+			fmt.Fprintf(w, "- %s: %.1f\n", k, r.ReadyMemMiB[k])
 		}
 	}
-	fmt.Fprintf(&w, "\n| target (issues #5, #15) | got | |\n|---|---|---|\n")
+}
+
+// writeTargets writes the targets, met or not, and the notes.
+func (r *benchReport) writeTargets(w *strings.Builder) {
+	fmt.Fprintf(w, "\n| target (issues #5, #15) | got | |\n|---|---|---|\n")
 	for _, t := range r.Targets {
 		verdict := "not met"
 		switch {
@@ -1369,12 +1441,11 @@ func (r *benchReport) table() string {
 		case t.Met:
 			verdict = "met"
 		}
-		fmt.Fprintf(&w, "| %s | %s | %s |\n", t.Name, t.Got, verdict)
+		fmt.Fprintf(w, "| %s | %s | %s |\n", t.Name, t.Got, verdict)
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(&w, "\n%s\n", n)
+		fmt.Fprintf(w, "\n%s\n", n)
 	}
-	return w.String()
 }
 
 // summarize makes a latency row of samples.

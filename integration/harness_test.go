@@ -117,6 +117,27 @@ func (h *harness) assertNoLeftovers(t testing.TB, stateDir string) {
 	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), h.namespace), time.Minute)
 	defer cancel()
 
+	h.assertNoHostLeftovers(t, stateDir, h.assertNoObjects(t, ctx))
+	if stateDir != "" {
+		entries, err := os.ReadDir(stateDir)
+		if err != nil {
+			t.Fatalf("read state dir: %v", err)
+		}
+		if len(entries) > 0 {
+			names := make([]string, len(entries))
+			for i, e := range entries {
+				names[i] = e.Name()
+			}
+			t.Errorf("state dir %s: got %v; want empty", stateDir, names)
+		}
+	}
+}
+
+// assertNoObjects is assertNoLeftovers' check of the daemon's namespace:
+// no container, no task, no active snapshot. It reports whether tasks
+// were left.
+func (h *harness) assertNoObjects(t testing.TB, ctx context.Context) (tasksLeft bool) {
+	t.Helper()
 	cs, err := h.client.Containers(ctx)
 	if err != nil {
 		t.Fatalf("list containers: %v", err)
@@ -151,10 +172,17 @@ func (h *harness) assertNoLeftovers(t testing.TB, stateDir string) {
 	if len(active) > 0 {
 		t.Errorf("active or view snapshots in %s: got %v; want none (only committed image layers)", h.namespace, active)
 	}
+	return len(ts.Tasks) > 0
+}
 
+// assertNoHostLeftovers is assertNoLeftovers' check of the host: no shim
+// of the daemon (a few seconds allowed unless tasksLeft), no mount under
+// its directory but other tests' state directories.
+func (h *harness) assertNoHostLeftovers(t testing.TB, stateDir string, tasksLeft bool) {
+	t.Helper()
 	// A shim exits shortly after its task is deleted; a live task keeps it.
 	wait := 5 * time.Second
-	if len(ts.Tasks) > 0 {
+	if tasksLeft {
 		wait = 0
 	}
 	var shims []string
@@ -177,20 +205,6 @@ func (h *harness) assertNoLeftovers(t testing.TB, stateDir string) {
 	if len(mounts) > 0 {
 		t.Errorf("mounts under %s: got %v; want none", h.dir, mounts)
 		h.logAbout(t, runIDs.FindAllString(strings.Join(mounts, " "), -1))
-	}
-
-	if stateDir != "" {
-		entries, err := os.ReadDir(stateDir)
-		if err != nil {
-			t.Fatalf("read state dir: %v", err)
-		}
-		if len(entries) > 0 {
-			names := make([]string, len(entries))
-			for i, e := range entries {
-				names[i] = e.Name()
-			}
-			t.Errorf("state dir %s: got %v; want empty", stateDir, names)
-		}
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 
 	apievents "github.com/containerd/containerd/api/events"
 	containerd "github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/events"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/typeurl/v2"
 
@@ -400,70 +401,7 @@ func watchStarts(t *testing.T) *startWatch {
 	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/tasks/delete"`, `topic=="/containers/create"`, `topic=="/containers/delete"`, `topic==`+fmt.Sprintf("%q", probe))
 	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, flushed: make(chan string, 1), probe: probe, since: since, ended: ended}
 	ready := make(chan struct{})
-	go func() {
-		for {
-			select {
-			case env, ok := <-evs:
-				if !ok {
-					return
-				}
-				if env.Topic == probe {
-					select {
-					case <-ready:
-					default:
-						close(ready)
-					}
-					if v, err := typeurl.UnmarshalAny(env.Event); err == nil {
-						if e, ok := v.(*apievents.TaskStart); ok && e.ContainerID != "probe" {
-							select {
-							case w.flushed <- e.ContainerID:
-							default:
-							}
-						}
-					}
-					continue
-				}
-				if env.Namespace != testNamespace {
-					continue
-				}
-				v, err := typeurl.UnmarshalAny(env.Event)
-				if err != nil {
-					continue
-				}
-				switch e := v.(type) {
-				case *apievents.TaskStart:
-					w.add(e.ContainerID)
-				case *apievents.TaskExit:
-					// Only the task's init process: an exec's exit has
-					// an id of its own.
-					if e.ID == e.ContainerID {
-						w.exit(e.ContainerID)
-					}
-				case *apievents.TaskDelete:
-					// A deleted task has exited. It counts if the task
-					// exited while the watch ran.
-					if (e.ID == "" || e.ID == e.ContainerID) && e.ExitedAt != nil && !e.ExitedAt.AsTime().Before(w.since) {
-						w.exit(e.ContainerID)
-					}
-				case *apievents.ContainerCreate:
-					w.mu.Lock()
-					w.created = append(w.created, e.ID)
-					w.mu.Unlock()
-				case *apievents.ContainerDelete:
-					// containerd 2.x now and then loses both a task's
-					// /tasks/exit and its /tasks/delete: its shim sends
-					// them, and may exit before they are through. The
-					// daemon itself publishes /containers/delete, and a
-					// sandbox's container is deleted only after its task.
-					w.mu.Lock()
-					w.deleted = append(w.deleted, e.ID)
-					w.mu.Unlock()
-				}
-			case <-errs:
-				return
-			}
-		}
-	}()
+	go w.follow(evs, errs, ready)
 	// Publish probes until one comes back: then the stream is live.
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		if err := testClient.EventService().Publish(ctx, probe, &apievents.TaskStart{ContainerID: "probe"}); err != nil {
@@ -477,6 +415,82 @@ func watchStarts(t *testing.T) *startWatch {
 		if time.Now().After(deadline) {
 			t.Fatal("the containerd event subscription did not become live in 10s")
 		}
+	}
+}
+
+// follow reads the events until the subscription ends: the probes,
+// which say the stream is live (closing ready), and the test namespace's
+// task and container events.
+func (w *startWatch) follow(evs <-chan *events.Envelope, errs <-chan error, ready chan struct{}) {
+	for {
+		select {
+		case env, ok := <-evs:
+			if !ok {
+				return
+			}
+			if env.Topic == w.probe {
+				w.probed(env, ready)
+				continue
+			}
+			if env.Namespace != testNamespace {
+				continue
+			}
+			if v, err := typeurl.UnmarshalAny(env.Event); err == nil {
+				w.record(v)
+			}
+		case <-errs:
+			return
+		}
+	}
+}
+
+// probed takes a probe back: the first closes ready; one a test published
+// to flush the stream names the container it waits for.
+func (w *startWatch) probed(env *events.Envelope, ready chan struct{}) {
+	select {
+	case <-ready:
+	default:
+		close(ready)
+	}
+	if v, err := typeurl.UnmarshalAny(env.Event); err == nil {
+		if e, ok := v.(*apievents.TaskStart); ok && e.ContainerID != "probe" {
+			select {
+			case w.flushed <- e.ContainerID:
+			default:
+			}
+		}
+	}
+}
+
+// record counts one task or container event of the test namespace.
+func (w *startWatch) record(v any) {
+	switch e := v.(type) {
+	case *apievents.TaskStart:
+		w.add(e.ContainerID)
+	case *apievents.TaskExit:
+		// Only the task's init process: an exec's exit has an id of its
+		// own.
+		if e.ID == e.ContainerID {
+			w.exit(e.ContainerID)
+		}
+	case *apievents.TaskDelete:
+		// A deleted task has exited. It counts if the task exited while
+		// the watch ran.
+		if (e.ID == "" || e.ID == e.ContainerID) && e.ExitedAt != nil && !e.ExitedAt.AsTime().Before(w.since) {
+			w.exit(e.ContainerID)
+		}
+	case *apievents.ContainerCreate:
+		w.mu.Lock()
+		w.created = append(w.created, e.ID)
+		w.mu.Unlock()
+	case *apievents.ContainerDelete:
+		// containerd 2.x now and then loses both a task's /tasks/exit and
+		// its /tasks/delete: its shim sends them, and may exit before they
+		// are through. The daemon itself publishes /containers/delete, and
+		// a sandbox's container is deleted only after its task.
+		w.mu.Lock()
+		w.deleted = append(w.deleted, e.ID)
+		w.mu.Unlock()
 	}
 }
 

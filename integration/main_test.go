@@ -231,21 +231,28 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 	if len(cfg.images) == 0 && cfg.root == "" {
 		return missing("SANDBOX_IMAGES names no image archives (scripts/setup archives builds them)")
 	}
+	return cfg, testSettingsFromEnv()
+}
+
+// testSettingsFromEnv sets the tests' settings from the environment: the
+// runtime binary and cgroup driver under test, the time scale, whether
+// pools are off, the prebuilt binaries and the uid range.
+func testSettingsFromEnv() error {
 	testRuntimeBinary = os.Getenv("SANDBOX_TEST_RUNTIME_BINARY")
 	switch v := os.Getenv("SANDBOX_TEST_CGROUP_DRIVER"); v {
 	case "":
 	case config.CgroupDriverCgroupfs, config.CgroupDriverSystemd:
 		testCgroupDriver = v
 	default:
-		return cfg, fmt.Errorf("SANDBOX_TEST_CGROUP_DRIVER=%q: want %q or %q", v, config.CgroupDriverCgroupfs, config.CgroupDriverSystemd)
+		return fmt.Errorf("SANDBOX_TEST_CGROUP_DRIVER=%q: want %q or %q", v, config.CgroupDriverCgroupfs, config.CgroupDriverSystemd)
 	}
 	if _, err := config.Parse(testContainerdTOML(), "SANDBOX_TEST_RUNTIME_BINARY"); err != nil {
-		return cfg, err
+		return err
 	}
 	if v := os.Getenv("SANDBOX_TEST_TIME_SCALE"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 10 {
-			return cfg, fmt.Errorf("SANDBOX_TEST_TIME_SCALE=%q: want a whole number from 1 to 10", v)
+			return fmt.Errorf("SANDBOX_TEST_TIME_SCALE=%q: want a whole number from 1 to 10", v)
 		}
 		testTimeScale = n
 	}
@@ -254,22 +261,22 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 	case "1":
 		testNoPools = true
 	default:
-		return cfg, fmt.Errorf("SANDBOX_TEST_NO_POOLS=%q: want 1 or unset", v)
+		return fmt.Errorf("SANDBOX_TEST_NO_POOLS=%q: want 1 or unset", v)
 	}
 	if v := os.Getenv("SANDBOX_PREBUILT"); v != "" {
 		if fi, err := os.Stat(v); err != nil || !fi.IsDir() {
-			return cfg, fmt.Errorf("SANDBOX_PREBUILT=%s is not a directory", v)
+			return fmt.Errorf("SANDBOX_PREBUILT=%s is not a directory", v)
 		}
 		prebuiltDir = v
 	}
 	if v := os.Getenv("SANDBOX_TEST_UIDS"); v != "" {
 		r, err := config.ParseUIDRange(v)
 		if err != nil {
-			return cfg, fmt.Errorf("SANDBOX_TEST_UIDS: %w", err)
+			return fmt.Errorf("SANDBOX_TEST_UIDS: %w", err)
 		}
 		testUIDs = r
 	}
-	return cfg, nil
+	return nil
 }
 
 // ensureImages imports the archives unless every image the tests use is
