@@ -3,9 +3,12 @@ package pool
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec/internal/lifetime"
@@ -74,5 +77,38 @@ func TestExpireKeepsOnlyUsableSandboxes(t *testing.T) {
 	l.pool.expire()
 	if got := l.pool.take(""); got != c || len(l.pool.ready) != 0 {
 		t.Errorf("after expire: took %p with %d left; want %p alone", got, len(l.pool.ready), c)
+	}
+}
+
+// An image that is not there is a not-found error that names the image,
+// the language and the namespace, and says why it was not pulled: pulling
+// is off, or the registry does not have it either.
+func TestMissingImageSaysWhy(t *testing.T) {
+	l := New(Config{Namespace: "ns"}, config.Language{Name: "python", Image: "example.invalid/python:1"})
+	for _, tc := range []struct {
+		pullErr error
+		want    string
+	}{
+		{nil, "pulling is off"},
+		{errdefs.ErrNotFound, "its registry does not have it either"},
+	} {
+		err := l.missingImage(tc.pullErr)
+		if !errdefs.IsNotFound(err) {
+			t.Errorf("pull error %v: got %v; want a not-found error", tc.pullErr, err)
+		}
+		for _, part := range []string{"example.invalid/python:1", "python", `"ns"`, tc.want} {
+			if !strings.Contains(err.Error(), part) {
+				t.Errorf("pull error %v: %q does not say %q", tc.pullErr, err, part)
+			}
+		}
+	}
+}
+
+// A configured snapshotter is used as it is, without asking containerd
+// (there is no client here).
+func TestResolveSnapshotterKeepsTheConfiguredOne(t *testing.T) {
+	got, err := ResolveSnapshotter(context.Background(), nil, "native")
+	if err != nil || got != "native" {
+		t.Fatalf("ResolveSnapshotter with native configured: %q, %v; want native", got, err)
 	}
 }
