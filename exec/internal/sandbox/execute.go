@@ -2,7 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,9 +28,6 @@ const (
 	oomGrace = 250 * time.Millisecond
 )
 
-// errTimedOut is the cause of Execute's context when its timeout ran out.
-var errTimedOut = errors.New("the run's timeout ran out")
-
 // Execute writes the program where the waiting process will find it and
 // files into the workspace, starts the program (or, started ahead, sends
 // the stub its line), and collects what it did: its output, its status
@@ -47,7 +43,8 @@ func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.Fi
 		return nil, err
 	}
 
-	tctx, cancel := context.WithTimeoutCause(ctx, timeout, errTimedOut)
+	// tctx ends at the timeout or with ctx; await tells which by ctx.
+	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	start := time.Now()
 	if s.start != nil {
