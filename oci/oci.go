@@ -42,10 +42,22 @@ const pythonHooksDir = "/opt/code-sandbox-mcp/python"
 // module is mounted, read-only, for warm JavaScript languages.
 const NodeHooksDir = "/opt/code-sandbox-mcp/node"
 
+// InitPath is where the host's init (Policy.InitHostPath) is mounted,
+// read-only, in every sandbox: the sandbox's pid 1, it runs the process's
+// command as its child (see Policy.InitHostPath).
+const InitPath = "/opt/code-sandbox-mcp/init"
+
 // Policy is everything that decides how one run is confined.
 type Policy struct {
 	// Args is the full command line, program path included.
 	Args []string
+	// InitHostPath is the host path of a static init, such as tini,
+	// that runs as pid 1 of the sandbox: it is mounted read-only at
+	// InitPath, and runs Args (or the stub) as its one child after "--",
+	// reaps every orphan, passes on the signals it gets, and exits with
+	// its child's status, or 128+N when signal N killed it. Empty runs
+	// the command itself as pid 1.
+	InitHostPath string
 	// WaitForStart makes the process a stub that can be started before
 	// its program exists: see StubArgs.
 	WaitForStart bool
@@ -192,6 +204,8 @@ func (p Policy) validate() error {
 	switch {
 	case len(p.Args) == 0:
 		return fmt.Errorf("policy has no command")
+	case p.InitHostPath != "" && !path.IsAbs(p.InitHostPath):
+		return fmt.Errorf("policy's init %q is not an absolute path", p.InitHostPath)
 	case p.WaitForStart && !CanWaitForStart(p.Env):
 		return fmt.Errorf("policy waits for its start in a shell, but its environment sets one of %v, which the shell would change", stubUnset)
 	case p.UID == 0 || p.GID == 0:
@@ -247,10 +261,20 @@ func StubArgs(args []string) []string {
 }
 
 func (p Policy) args() []string {
+	args := p.Args
 	if p.WaitForStart {
-		return StubArgs(p.Args)
+		args = StubArgs(args)
 	}
-	return p.Args
+	if p.InitHostPath != "" {
+		args = InitArgs(args)
+	}
+	return args
+}
+
+// InitArgs returns the argv of the sandbox's init running args as its
+// child.
+func InitArgs(args []string) []string {
+	return append([]string{InitPath, "--"}, args...)
 }
 
 // cfs converts a number of CPUs into a CFS quota over a 100 ms period.
@@ -285,6 +309,15 @@ func (p Policy) mounts() []specs.Mount {
 			Source:      "shm",
 			Options:     []string{"nosuid", "nodev", "noexec", "mode=1777", "size=" + strconv.FormatInt(p.Limits.ShmBytes, 10)},
 		},
+	}
+	// The init: read-only, and the one file from the host that runs.
+	if p.InitHostPath != "" {
+		m = append(m, specs.Mount{
+			Destination: InitPath,
+			Type:        "bind",
+			Source:      p.InitHostPath,
+			Options:     []string{"rbind", "ro", "nosuid", "nodev"},
+		})
 	}
 	// Bound in from the host: the program read-only, the workspace
 	// writable, the Python hook read-only; none executable.

@@ -43,6 +43,7 @@ func testPolicy() Policy {
 		CodeHostDir:      "/run/code-sandbox-mcp/csm-1/code",
 		WorkspaceHostDir: "/run/code-sandbox-mcp/csm-1/workspace",
 		HooksHostDir:     "/run/code-sandbox-mcp/csm-1/hooks",
+		InitHostPath:     "/usr/bin/tini-static",
 	}
 }
 
@@ -73,7 +74,7 @@ func generateOver(t *testing.T, p Policy, base ...ctroci.SpecOpts) *ctroci.Spec 
 func TestSpecProcess(t *testing.T) {
 	s := generate(t, testPolicy())
 	p := s.Process
-	if got, want := p.Args, []string{"python3", "/sandbox/main.py"}; !slices.Equal(got, want) {
+	if got, want := p.Args, []string{InitPath, "--", "python3", "/sandbox/main.py"}; !slices.Equal(got, want) {
 		t.Errorf("args: got %q; want %q", got, want)
 	}
 	if got, want := p.Env, []string{"PATH=/usr/bin:/bin", "HOME=/tmp"}; !slices.Equal(got, want) {
@@ -193,6 +194,11 @@ func TestSpecFilesystem(t *testing.T) {
 	if hooks.Type != "bind" || hooks.Source != "/run/code-sandbox-mcp/csm-1/hooks" || !hasAll(hooks.Options, "ro", "nosuid", "nodev", "noexec") {
 		t.Errorf("%s: got %+v; want a read-only bind of the run's hook directory", pythonHooksDir, hooks)
 	}
+	// The init is the one file from the host that runs: read-only, and
+	// no set-uid bit or device of it counts.
+	if in := mounts[InitPath]; in.Type != "bind" || in.Source != "/usr/bin/tini-static" || !hasAll(in.Options, "ro", "nosuid", "nodev") || hasAll(in.Options, "rw") {
+		t.Errorf("%s: got %+v; want a read-only, nosuid, nodev bind of the host's init", InitPath, in)
+	}
 	if _, ok := mounts["/run"]; ok {
 		t.Error("/run: mounted; want no writable /run")
 	}
@@ -203,8 +209,8 @@ func TestSpecFilesystem(t *testing.T) {
 	// Nothing else of the host: every bind mount is one of the run's own
 	// directories.
 	for _, m := range s.Mounts {
-		if (m.Type == "bind" || hasAll(m.Options, "bind") || hasAll(m.Options, "rbind")) && !slices.Contains([]string{CodeDir, WorkspaceDir, pythonHooksDir}, m.Destination) {
-			t.Errorf("host bind mount at %s from %s; want none but %s, %s and %s", m.Destination, m.Source, CodeDir, WorkspaceDir, pythonHooksDir)
+		if (m.Type == "bind" || hasAll(m.Options, "bind") || hasAll(m.Options, "rbind")) && !slices.Contains([]string{CodeDir, WorkspaceDir, pythonHooksDir, InitPath}, m.Destination) {
+			t.Errorf("host bind mount at %s from %s; want none but %s, %s, %s and %s", m.Destination, m.Source, CodeDir, WorkspaceDir, pythonHooksDir, InitPath)
 		}
 	}
 	if sys := mounts["/sys"]; !hasAll(sys.Options, "ro") {
@@ -429,6 +435,7 @@ func TestSpecOptsRefusesUnsafePolicies(t *testing.T) {
 		"no file size":  func(p *Policy) { p.Limits.FileBytes = 0 },
 		"no timeout":    func(p *Policy) { p.Limits.Timeout = 0 },
 		"no command":    func(p *Policy) { p.Args = nil },
+		"relative init": func(p *Policy) { p.InitHostPath = "usr/bin/tini-static" },
 		"stub with PWD": func(p *Policy) { p.WaitForStart = true; p.Env = append(p.Env, "PWD=/x") },
 	} {
 		t.Run(name, func(t *testing.T) {

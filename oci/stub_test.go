@@ -14,9 +14,24 @@ func TestSpecWaitForStart(t *testing.T) {
 	p := testPolicy()
 	p.WaitForStart = true
 	got := generate(t, p).Process.Args
-	want := append([]string{"/bin/sh", "-c", StubScript, "sh"}, p.Args...)
+	want := append([]string{InitPath, "--", "/bin/sh", "-c", StubScript, "sh"}, p.Args...)
 	if !slices.Equal(got, want) {
-		t.Errorf("args: got %q; want %q", got, want)
+		t.Errorf("args: got %q; want %q (the stub under the init)", got, want)
+	}
+}
+
+// Without an init the command is pid 1 itself.
+func TestSpecWithoutInit(t *testing.T) {
+	p := testPolicy()
+	p.InitHostPath = ""
+	s := generate(t, p)
+	if got := s.Process.Args; !slices.Equal(got, p.Args) {
+		t.Errorf("args: got %q; want %q", got, p.Args)
+	}
+	for _, m := range s.Mounts {
+		if m.Destination == InitPath {
+			t.Errorf("mount at %s without an init", InitPath)
+		}
 	}
 }
 
