@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,6 +19,7 @@ const (
 	cnIdxProc         = 1
 	cnValProc         = 1
 	procCnMcastListen = 1
+	procEventFork     = 0x00000001
 	procEventExec     = 0x00000002
 	procEventExit     = 0x80000000
 	nlmsgHdrLen       = 16
@@ -54,6 +56,12 @@ type Exit struct {
 	status syscall.WaitStatus
 	execs  int    // programs the process exec'd while tracked, until done
 	since  uint64 // when tracking began, CLOCK_MONOTONIC ns, as events are stamped
+	// child is the first process it forked while tracked, tracked too
+	// (under an init, the program); nil before that fork, and always for
+	// a child itself (isChild).
+	child   atomic.Pointer[Exit]
+	isChild bool
+	pid     uint32 // its host pid
 }
 
 func NewExits(ctx context.Context, log *slog.Logger) *Exits {
@@ -139,6 +147,10 @@ func (w *Exits) parse(b []byte) {
 			continue
 		}
 		what := le.Uint32(m[exitEventOffset-16:])
+		if what == procEventFork && len(m) >= exitEventOffset+16 {
+			w.forked(le.Uint32(m[exitEventOffset+4:]), le.Uint32(m[exitEventOffset+8:]), le.Uint32(m[exitEventOffset+12:]))
+			continue
+		}
 		if what != procEventExit && what != procEventExec {
 			continue
 		}
@@ -163,6 +175,24 @@ func (w *Exits) parse(b []byte) {
 	}
 }
 
+// forked tracks the first child process that a tracked process (by its
+// tgid) forks: a fork event whose child is a process of its own
+// (child_pid is its tgid), not a thread of the parent's.
+func (w *Exits) forked(parent, child, childTgid uint32) {
+	if child != childTgid || childTgid == parent {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	info, ok := w.tracked[parent]
+	if !ok || info.isChild || info.child.Load() != nil || IsClosed(info.done) {
+		return
+	}
+	c := &Exit{done: make(chan struct{}), since: info.since, pid: child, isChild: true}
+	info.child.Store(c)
+	w.tracked[child] = c
+}
+
 // forget tells everything tracked that its end cannot be told.
 func (w *Exits) forget() {
 	w.mu.Lock()
@@ -182,6 +212,7 @@ func (w *Exits) Track(pid uint32) *Exit {
 	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) == nil {
 		info.since = uint64(now.Nano())
 	}
+	info.pid = pid
 	if w.f == nil {
 		close(info.done)
 		return info
@@ -192,10 +223,19 @@ func (w *Exits) Track(pid uint32) *Exit {
 	return info
 }
 
+// Untrack stops listening for host process pid, and for the child it
+// forked first.
 func (w *Exits) Untrack(pid uint32) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	info, ok := w.tracked[pid]
+	if !ok {
+		return
+	}
 	delete(w.tracked, pid)
-	w.mu.Unlock()
+	if c := info.child.Load(); c != nil && w.tracked[c.pid] == c {
+		delete(w.tracked, c.pid)
+	}
 }
 
 func (w *Exits) Wait() { <-w.stopped }
@@ -207,12 +247,23 @@ func (w *Exits) Usable() bool { return w.f != nil }
 func (info *Exit) Done() <-chan struct{} { return info.done }
 
 // Execed returns, once the process ended, how many programs it exec'd
-// while it was tracked; ok is false when the kernel's word is missing.
+// while it was tracked; ok is false when the kernel's word is missing,
+// as it is for a nil Exit.
 func (info *Exit) Execed() (n int, ok bool) {
-	if !IsClosed(info.done) || !info.known {
+	if info == nil || !IsClosed(info.done) || !info.known {
 		return 0, false
 	}
 	return info.execs, true
+}
+
+// Child is the Exit of the first child process it forked while tracked
+// (the program its init runs), or nil if the watch saw none: it forked
+// none yet, or the kernel's word is missing.
+func (info *Exit) Child() *Exit {
+	if info == nil {
+		return nil
+	}
+	return info.child.Load()
 }
 
 // Code returns the status containerd will report for the process, from

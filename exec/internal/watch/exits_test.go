@@ -115,3 +115,53 @@ func TestExitWatchCountsExecs(t *testing.T) {
 		}
 	}
 }
+
+// Under an init, the kernel's word on the init's first child is the
+// program's: tini exits 143 both when its child calls exit(143) and when
+// SIGTERM kills it, and only the child's end tells them apart. A later
+// child is not taken for the first.
+func TestExitWatchTracksTheFirstChild(t *testing.T) {
+	const tini = "/usr/bin/tini-static"
+	if _, err := os.Stat(tini); err != nil {
+		t.Fatalf("this test needs %s (apt-get install tini): %v", tini, err)
+	}
+	w := rootWatch(t)
+	for _, tt := range []struct {
+		script string
+		sig    syscall.Signal
+	}{
+		{"kill -TERM $$", syscall.SIGTERM},
+		{"sh -c 'exit 0'; exit 143", 0},
+	} {
+		// The shell waits for a line, tracked, then becomes tini, whose
+		// first child is the script; -s makes tini the reaper it is as pid 1.
+		cmd := osexec.Command("/bin/sh", "-c", `read _; exec `+tini+` -s -- /bin/sh -c "$0"`, tt.script)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		info := w.Track(uint32(cmd.Process.Pid))
+		in.Write([]byte("\n"))
+		cmd.Wait()
+		if sig, known := info.Signal(143); !known || sig != 0 {
+			t.Errorf("%q: tini: signal %v known %v; want an exit with 143", tt.script, sig, known)
+		}
+		child := info.Child()
+		if child == nil {
+			t.Fatalf("%q: no child seen", tt.script)
+		}
+		if sig, known := child.Signal(143); !known || sig != tt.sig {
+			t.Errorf("%q: child: signal %v known %v; want %v known", tt.script, sig, known, tt.sig)
+		}
+		w.Untrack(uint32(cmd.Process.Pid))
+		w.mu.Lock()
+		left := len(w.tracked)
+		w.mu.Unlock()
+		if left != 0 {
+			t.Errorf("%q: %d processes still tracked after Untrack; want none", tt.script, left)
+		}
+	}
+}
