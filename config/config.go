@@ -78,6 +78,9 @@ type Sandbox struct {
 	// UIDLockDir is the host-wide directory where each sandbox's uid is
 	// claimed; every server on the host must use the same one.
 	UIDLockDir string `toml:"uid_lock_dir"`
+	// Init is the host path of the static init that runs as pid 1 of
+	// every sandbox, mounted read-only into each.
+	Init string `toml:"init"`
 	// FileRetention is how long a run's output files can be read back
 	// through their sandbox:// URIs; FileRetentionBytes caps what all
 	// runs' retained files hold together, the oldest run's evicted first.

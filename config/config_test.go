@@ -202,6 +202,7 @@ func TestErrors(t *testing.T) {
 		{"uid range too high", "[limits]\nuid_range = \"100000-4294967295\"", []string{"limits.uid_range", "not a valid uid"}},
 		{"uid range per language", "[languages.python.limits]\nuid_range = \"100000-100010\"", []string{"languages.python.limits.uid_range"}},
 		{"relative uid lock dir", "[sandbox]\nuid_lock_dir = \"uids\"", []string{"sandbox.uid_lock_dir"}},
+		{"relative init", "[sandbox]\ninit = \"tini-static\"", []string{"sandbox.init"}},
 		{"no pending signals", "[limits]\npending_signals = 0", []string{"limits.pending_signals"}},
 		{"too many ptys", "[languages.python.limits]\nptys = 65", []string{"languages.python.limits.ptys"}},
 		{"zero cpus", "[limits]\ncpus = 0.0", []string{"limits.cpus"}},

@@ -67,6 +67,9 @@ type Config struct {
 	UIDLockDir string
 	// PassEnv is added, as KEY=value, to every run's environment.
 	PassEnv []string
+	// Init is the host path of the static init that runs as pid 1 of
+	// every sandbox; empty is sandbox.DefaultInit, Debian's tini-static.
+	Init string
 	// Pull allows pulling an image that is missing from the image store.
 	Pull bool
 	// Sessions bounds the sessions of the languages that have a session
@@ -167,6 +170,10 @@ func (cfg *Config) check() error {
 // watches of the kernel's exits and OOM counts, which end when the Life's
 // closing begins. Its Events are the caller's to start.
 func newHost(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Host, error) {
+	initPath, err := sandbox.CheckInit(cfg.Init)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
@@ -201,6 +208,7 @@ func newHost(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Host, 
 		Volatile:    volatile,
 		StateDir:    cfg.StateDir,
 		PassEnv:     cfg.PassEnv,
+		Init:        initPath,
 		Hard:        hardLimits(),
 		UIDs:        ids,
 		Reaper: &sweep.Reaper{

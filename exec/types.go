@@ -59,6 +59,10 @@ func UIDStatus(r config.UIDRange, dir string) (held int, err error) {
 	return uid.Status(r, dir)
 }
 
+// CheckInit checks that path (Debian's tini-static if empty) is an init
+// every sandbox can run as its pid 1, and returns the path: see Config.Init.
+func CheckInit(path string) (string, error) { return sandbox.CheckInit(path) }
+
 // SandboxPolicy is the policy every sandbox of l gets, minus what only a
 // run knows (see sandbox.Described): generate its spec with oci.Generate
 // to read what a run's enforces.

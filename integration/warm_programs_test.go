@@ -87,7 +87,7 @@ print(sorted(os.environ.items()))
 print(sorted(open("/proc/self/environ", "rb").read().split(b"\0")))`},
 	{name: "process", code: `import os
 print(open("/proc/self/cmdline", "rb").read())
-print(os.getpid(), os.getppid(), os.getuid() == os.geteuid() == os.getgid(), os.getcwd())
+print(os.getpid() > 1, os.getppid(), os.getuid() == os.geteuid() == os.getgid(), os.getcwd())
 print(sorted(os.listdir("/proc/self/fd")))
 print(os.listdir("/sandbox"))`},
 	{name: "signals", code: `import signal
@@ -198,7 +198,7 @@ process.stdin.on("data", (d) => console.log("data", d))
 process.stdin.on("end", () => console.log("end", process.stdin.constructor.name, process.stdin.isTTY))
 console.log(fs.readFileSync("/proc/self/fdinfo/0", "utf8").split("\n").filter((l) => /^(pos|flags)/.test(l)))`},
 	{name: "environment", code: `console.log(Object.entries(process.env).sort())`},
-	{name: "process", code: `console.log(process.pid, process.ppid, process.title, process.getuid() === process.getgid(), process.release.name)`},
+	{name: "process", code: `console.log(process.pid > 1, process.ppid, process.title, process.getuid() === process.getgid(), process.release.name)`},
 	{name: "warnings", code: `process.emitWarning("careful")
 new Buffer(1)
 setTimeout(() => {}, 10)`},
@@ -223,7 +223,7 @@ if (isMainThread) {
 	{name: "signal handler", code: `process.on("SIGINT", () => { console.log("got SIGINT"); process.exit(2) })
 process.kill(process.pid, "SIGINT")
 setTimeout(() => console.log("not reached"), 1000)`},
-	{name: "SIGTERM to pid 1", code: `process.kill(process.pid, "SIGTERM")
+	{name: "SIGTERM to itself", code: `process.kill(process.pid, "SIGTERM")
 setTimeout(() => console.log("still here"), 50)`},
 	{name: "files", files: []exec.File{{Path: "in.txt", Data: []byte("input\n")}}, code: `const fs = require("fs")
 fs.writeFileSync("out.txt", fs.readFileSync("in.txt", "utf8").toUpperCase())

@@ -82,6 +82,7 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 	checkCgroups(c)
 	checkSeccomp(c)
 	checkUIDs(c, cfg)
+	checkInit(c, cfg)
 
 	client, err := images.Dial(ctx, addr, ns)
 	if err != nil {
@@ -325,6 +326,25 @@ func checkUIDs(c *checker, cfg *config.Config) {
 		return
 	}
 	c.ok("sandbox uids", fmt.Sprintf("%s, %d uids, clear of the host's accounts; %d held by live sandboxes (claims in %s)", r, r.Size(), held, dir))
+}
+
+// checkInit reports the init every sandbox runs as its pid 1, with its
+// version's first line.
+func checkInit(c *checker, cfg *config.Config) {
+	path, err := exec.CheckInit(cfg.Sandbox.Init)
+	if err != nil {
+		c.fail("init", err.Error(), "apt-get install tini, or set [sandbox] init to a static init such as tini-static")
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := osexec.CommandContext(ctx, path, "--version").Output()
+	first, _, _ := strings.Cut(string(out), "\n")
+	if err != nil {
+		c.fail("init", fmt.Sprintf("%s --version: %v", path, err), "reinstall it, or set [sandbox] init to a static init such as tini-static")
+		return
+	}
+	c.ok("init", path+": "+first+", pid 1 of every sandbox")
 }
 
 // checkSeccomp reports whether the kernel supports seccomp filters.

@@ -146,6 +146,7 @@ func ExecConfig(cfg *config.Config, env func(string) (string, bool), logger *slo
 		Languages:   cfg.Enabled(),
 		UIDs:        cfg.UIDs(),
 		UIDLockDir:  cfg.Sandbox.UIDLockDir,
+		Init:        cfg.Sandbox.Init,
 		Pull:        cfg.Sandbox.Pull == config.PullMissing,
 		Sessions:    sessionConfig(cfg),
 		Logger:      logger,

@@ -179,7 +179,7 @@ func (s *Sandbox) makeDir(labels map[string]string) error {
 func (s *Sandbox) createContainer(ctx context.Context, labels map[string]string, o Options) error {
 	h := s.h
 	policy := basePolicy(s.lang, runFacts{
-		imageEnv: s.img.Env, passEnv: h.PassEnv, hard: h.Hard, uid: s.uid,
+		imageEnv: s.img.Env, passEnv: h.PassEnv, hard: h.Hard, uid: s.uid, initPath: h.Init,
 		codeDir: filepath.Join(s.dir, "code"), workspaceDir: filepath.Join(s.dir, workspace.Dir),
 	})
 	driver := ""

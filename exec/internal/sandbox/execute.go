@@ -58,10 +58,10 @@ func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.Fi
 	if err != nil {
 		return nil, err
 	}
-	// A stub that ended before it exec'd the program (two execs: runc's
-	// init into the stub, the stub into the interpreter) ran nothing,
-	// whatever containerd says of its status.
-	if n, ok := s.exit.Execed(); ok && s.start != nil && s.warm == nil && n < 2 && !res.TimedOut {
+	// A stub that ended before it exec'd the program (two execs: the
+	// init's child into the stub, the stub into the interpreter) ran
+	// nothing, whatever containerd says of its status.
+	if n, ok := s.program().Execed(); ok && s.start != nil && s.warm == nil && n < 2 && !res.TimedOut {
 		return nil, &StubEnded{Code: status}
 	}
 	res.Duration = time.Since(start)
@@ -165,7 +165,7 @@ func (s *Sandbox) Explain(res *Result, code uint32) {
 	if res.TimedOut {
 		res.Signal = signalName(syscall.SIGKILL)
 	} else if code > 128 {
-		sig, known := s.exit.Signal(code)
+		sig, known := s.endedBy(code)
 		if sig != 0 {
 			res.Signal = signalName(sig)
 		}
@@ -192,6 +192,35 @@ func (s *Sandbox) Explain(res *Result, code uint32) {
 		res.Signal = signalName(syscall.SIGKILL)
 		res.SignalUnknown = false
 	}
+}
+
+// endedBy says, once the sandbox's first process ended with status code,
+// whether a signal ended its program and which, by the kernel's word:
+// known is false where that is missing. The init exits with its
+// program's status, 128+N for a program killed by signal N as for one
+// that called exit(128+N); its program's own end tells them apart. An init
+// killed itself (by our kill, or the OOM killer) ended everything.
+func (s *Sandbox) endedBy(code uint32) (sig syscall.Signal, known bool) {
+	sig, known = s.exit.Signal(code)
+	if !known || sig != 0 || s.h.Init == "" {
+		return sig, known
+	}
+	program := s.exit.Child()
+	if program == nil {
+		return 0, false
+	}
+	return program.Signal(code)
+}
+
+// program is the kernel's word on the sandbox's program (or its stub, its
+// warm driver, its session's driver): the init's first child, or the
+// first process itself where there is no init. Nil where the watch saw
+// no child.
+func (s *Sandbox) program() *watch.Exit {
+	if s.h.Init == "" {
+		return s.exit
+	}
+	return s.exit.Child()
 }
 
 // oomCounted reports whether the sandbox's memory cgroup counted more

@@ -9,6 +9,7 @@ import (
 type runFacts struct {
 	imageEnv, passEnv []string
 	hard              map[string]uint64 // the server's hard rlimits; nil: none
+	initPath          string            // the host path of the init; "" runs the command as pid 1
 	uid               uint32
 	codeDir           string // host directories: the program's, the workspace
 	workspaceDir      string
@@ -24,6 +25,7 @@ func basePolicy(lang config.Language, f runFacts) sandboxoci.Policy {
 		p.Hard = func(t string) (uint64, bool) { v, ok := f.hard[t]; return v, ok }
 	}
 	p.CodeHostDir, p.WorkspaceHostDir = f.codeDir, f.workspaceDir
+	p.InitHostPath = f.initPath
 	p.UID, p.GID = f.uid, f.uid
 	return p
 }
@@ -41,5 +43,7 @@ func Described(lang config.Language) sandboxoci.Policy {
 		// The workspace is a tmpfs mounted on the host, sized by
 		// workspace_size; any host directory stands for it in the spec.
 		workspaceDir: "/workspace-of-each-run",
+		// Every sandbox has the server's init; any host path stands for it.
+		initPath: DefaultInit,
 	})
 }

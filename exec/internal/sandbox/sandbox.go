@@ -48,6 +48,9 @@ type Host struct {
 	StateDir string
 	// PassEnv names host variables passed into every sandbox.
 	PassEnv []string
+	// Init is the host path of the static init every sandbox runs as its
+	// pid 1 (see CheckInit and oci.Policy.InitHostPath).
+	Init string
 	// Hard are the host's hard rlimits by oci rlimit type: no sandbox's
 	// limit may exceed them.
 	Hard map[string]uint64
@@ -209,8 +212,9 @@ func (s *Sandbox) OOMsTold() uint64 { return s.oomsTold.Load() }
 // process's to explain: in a session, those before the cell now running.
 func (s *Sandbox) SetOOMsTold(n uint64) { s.oomsTold.Store(n) }
 
-// Signal sends sig to the sandbox's first process, through containerd,
-// or from the host where containerd does not carry it out.
+// Signal sends sig to the sandbox's first process (its init, which passes
+// it on to the program), through containerd, or from the host where
+// containerd does not carry it out.
 func (s *Sandbox) Signal(sig syscall.Signal) {
 	ctx, cancel := s.h.Life.Detached(context.Background(), killTimeout)
 	defer cancel()

@@ -18,9 +18,13 @@ import (
 // under every layer of the hardening: for Python the start-up hook
 // (pyhooks/sitecustomize.py), for Node.js a module given to --require
 // (drivers/warm.js). Every sandbox of a warm language runs the driver; it
-// does nothing unless it is the sandbox's first process, its standard
-// input is a pipe and the program is not there yet: a process the program
-// starts never waits, nor reads a byte of its input. On that pipe the
+// does nothing unless it is the sandbox's program process (the init's
+// child, and when it starts the one process of the sandbox besides the
+// init), its standard input is a pipe and the program is not there yet.
+// A process the program starts is never alone with the init: the
+// program's process lives as long as anything in the sandbox does (the
+// init exits with it, and the kernel then kills the rest), so it never
+// waits, nor reads a byte of its input. On that pipe the
 // server writes, at once, one line that names the modules to import
 // first, and once the program is in place an empty one (see startLine). The driver writes warmMarker on
 // both streams once it is ready; what comes before is not the program's.

@@ -365,8 +365,8 @@ func (ss *Session) rest(c *cellOutcome) {
 	c.stderr, c.stderrDropped = ss.io.errs.pending()
 }
 
-// interrupt sends the driver SIGINT: it is the sandbox's first process,
-// which receives the signals it has a handler for.
+// interrupt sends the driver SIGINT: the sandbox's init passes it on to
+// its child, the driver, which keeps a handler for it.
 func (ss *Session) interrupt() {
 	ss.sb.Signal(syscall.SIGINT)
 }

@@ -268,8 +268,9 @@ const INTERRUPTED = Symbol('interrupted');
 // The running cell's abandon function while it awaits a Promise; null otherwise.
 let abandon = null;
 
-// A SIGINT listener stays installed for the life of the driver (as pid 1 of
-// its namespace the driver gets only the signals it handles). While a cell
+// A SIGINT listener stays installed for the life of the driver (without one,
+// the SIGINT the sandbox's init passes on to its child, the driver, would
+// end the session). While a cell
 // runs synchronously, vm's breakOnSigint takes the signal and interrupts the
 // script (node:vm removes this listener for that time and puts it back); while
 // a cell awaits, this listener abandons the await; otherwise it does nothing.

@@ -14,9 +14,9 @@
 #       {"status": "ok"|"error"|"exit"|"interrupted", "exit_code": N}
 #   - EOF on fd 0: we exit 0 at once.
 #   - SIGINT while a cell runs raises KeyboardInterrupt in it (status
-#     interrupted); SIGINT while idle is ignored. We are pid 1 of the
-#     sandbox, so a SIGINT without a handler would be dropped by the
-#     kernel: ours stays installed.
+#     interrupted); SIGINT while idle is ignored: ours stays installed,
+#     since without it the SIGINT the sandbox's init passes on to us (its
+#     child) would end the session.
 #
 # Cells run one after another in one namespace, a fresh module installed as
 # sys.modules["__main__"], like a notebook: the value of a cell's last

@@ -1,9 +1,12 @@
 // code-sandbox-mcp: the warm start of Node.js sandboxes. Every sandbox of a
 // warm JavaScript language runs `node --require THIS_FILE /sandbox/main.js`.
 //
-// In a warm ready sandbox (started as the sandbox's first process, pid 1,
-// before /sandbox/main.js exists, with standard input a pipe from the
-// server) this module waits: the server
+// In a warm ready sandbox (started as the sandbox's program process, the
+// child of its init, pid 1, and at its start the only other process of
+// the sandbox, before /sandbox/main.js exists, with standard input a pipe
+// from the server; a process the program starts is never alone with the
+// init, since the program's process lives as long as anything in the
+// sandbox does) this module waits: the server
 // writes one line at once, "csm-warm MODULE...", whose modules are
 // required here, then an empty line once the program is in place. Node.js
 // then runs the program as its main module, as `node /sandbox/main.js`
@@ -27,7 +30,11 @@
   delete require.cache[__filename];
 
   try {
-    if (process.pid !== 1 || !fs.fstatSync(0).isFIFO() || fs.existsSync(process.argv[1])) {
+    if (process.ppid !== 1 || !fs.fstatSync(0).isFIFO() || fs.existsSync(process.argv[1])) {
+      return;
+    }
+    const me = String(process.pid);
+    if (fs.readdirSync('/proc').some((p) => /^[0-9]+$/.test(p) && p !== '1' && p !== me)) {
       return;
     }
   } catch {

@@ -121,12 +121,14 @@ def _warm():
     """Wait, warm, for the program: see the comment at the top.
 
     A warm ready sandbox is started as `python3 /sandbox/main.py` before
-    /sandbox/main.py exists, as the sandbox's first process (pid 1), with
-    standard input a pipe from the server. Nothing else is: a one-shot
-    run's standard input is /dev/null, a session's driver exists when it
-    starts, and a Python the program starts (whose standard input may well
-    be a pipe, and whose script may be "-c") is never pid 1, so this never
-    reads a byte of its input. On that pipe the server writes
+    /sandbox/main.py exists, as the sandbox's program process (the child
+    of its init, pid 1, and at its start the only other process of the
+    sandbox), with standard input a pipe from the server. Nothing else is:
+    a one-shot run's standard input is /dev/null, a session's driver
+    exists when it starts, and a Python the program starts (whose standard
+    input may well be a pipe, and whose script may be "-c") is never alone
+    with the init, since the program's process lives as long as anything
+    in the sandbox does, so this never reads a byte of its input. On that pipe the server writes
     one line at once, "csm-warm MODULE...", and a second, empty one once the
     program is in place; then it closes the pipe.
 
@@ -138,7 +140,10 @@ def _warm():
     import stat
 
     try:
-        if os.getpid() != 1 or not stat.S_ISFIFO(os.fstat(0).st_mode) or os.path.exists(sys.argv[0]):
+        if os.getppid() != 1 or not stat.S_ISFIFO(os.fstat(0).st_mode) or os.path.exists(sys.argv[0]):
+            return
+        me = str(os.getpid())
+        if any(p.isdigit() and p not in ("1", me) for p in os.listdir("/proc")):
             return
     except (OSError, IndexError):
         return

@@ -1,0 +1,66 @@
+package sandbox
+
+import (
+	"debug/elf"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/containerd/errdefs"
+)
+
+// DefaultInit is the host path of the init every sandbox runs as its pid
+// 1 unless configured otherwise: Debian's static build of tini (package
+// tini).
+const DefaultInit = "/usr/bin/tini-static"
+
+// CheckInit checks that path (DefaultInit if empty) is an init that a
+// sandbox can run whatever its image holds, and returns the path: an
+// absolute path to a regular, executable, statically linked ELF file,
+// writable by its owner alone, since it is mounted into every sandbox
+// and runs as its pid 1.
+func CheckInit(path string) (string, error) {
+	if path == "" {
+		path = DefaultInit
+	}
+	if !filepath.IsAbs(path) {
+		return "", fmt.Errorf("the sandboxes' init %q is not an absolute path: %w", path, errdefs.ErrInvalidArgument)
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("the sandboxes' init %s does not exist: install tini (on Debian and Ubuntu `apt-get install tini`, which has /usr/bin/tini-static), or set [sandbox] init to a static init that runs what follows its \"--\" as its child, such as tini-static: %w", path, errdefs.ErrFailedPrecondition)
+	}
+	if err != nil {
+		return "", fmt.Errorf("the sandboxes' init: %w", err)
+	}
+	switch {
+	case !fi.Mode().IsRegular():
+		return "", fmt.Errorf("the sandboxes' init %s is not a regular file: %w", path, errdefs.ErrFailedPrecondition)
+	case fi.Mode().Perm()&0o111 != 0o111:
+		return "", fmt.Errorf("the sandboxes' init %s is not executable by everyone (mode %v): each sandbox runs it as a uid of its own: %w", path, fi.Mode().Perm(), errdefs.ErrFailedPrecondition)
+	case fi.Mode().Perm()&0o022 != 0:
+		return "", fmt.Errorf("the sandboxes' init %s is writable by its group or others (mode %v): it runs in every sandbox, so only its owner may change it: %w", path, fi.Mode().Perm(), errdefs.ErrFailedPrecondition)
+	}
+	if err := checkStatic(path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// checkStatic checks that the ELF file at path needs no dynamic loader:
+// an image need not hold the host's.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("the sandboxes' init %s is not an executable this server can read: %v: %w", path, err, errdefs.ErrFailedPrecondition)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("the sandboxes' init %s is dynamically linked, and an image need not hold its loader and libraries: use a static build, such as tini-static: %w", path, errdefs.ErrFailedPrecondition)
+		}
+	}
+	return nil
+}
