@@ -13,6 +13,7 @@ package integration
 // the attack differs.
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -22,6 +23,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	sandboxoci "code-sandbox-mcp/oci"
 )
 
 // onHost returns ifThere if path exists on the host, and "ENOENT" if not:
@@ -224,7 +227,8 @@ out['chroot'] = sys_(161, b'/tmp')
 }
 
 // Case 17: no tracing or reading another process's memory, and no host
-// process in sight.
+// process in sight: the program sees its init, pid 1 and its parent, and
+// itself.
 func TestIsolationNoPtraceAndHostProcessesInvisible(t *testing.T) {
 	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
@@ -232,8 +236,10 @@ func TestIsolationNoPtraceAndHostProcessesInvisible(t *testing.T) {
 		host := os.Getpid()
 		r := m.hostile(t, s, "python", pyProbe+fmt.Sprintf(`
 import signal, subprocess
-out['processes'] = ' '.join(sorted(p for p in os.listdir('/proc') if p.isdigit()))
+out['processes'] = str(len([p for p in os.listdir('/proc') if p.isdigit()]))
 out['pid 1'] = open('/proc/1/cmdline').read().replace('\0', ' ').strip()
+out['parent'] = str(os.getppid())
+out['self'] = open('/proc/self/cmdline').read().replace('\0', ' ').strip()
 check('kill host pid', lambda: os.kill(%d, 0))
 out['ptrace traceme'] = sys_(101, 0, 0, 0, 0)
 child = subprocess.Popen(['sleep', '30'])
@@ -249,8 +255,10 @@ child.kill()
 child.wait()
 `, host)+pyReport)
 		assertReport(t, probeReport(t, r), map[string]string{
-			"processes":               "1",
-			"pid 1":                   m.pid1("python"), // in a session, the driver: the program runs in it
+			"processes":               "2",                                                       // the init and the program
+			"pid 1":                   sandboxoci.InitPath + " -- " + m.programCmdline("python"), // in a session, the driver: the program runs in it
+			"parent":                  "1",
+			"self":                    m.programCmdline("python"),
 			"kill host pid":           "ESRCH",
 			"ptrace traceme":          "EPERM",
 			"ptrace attach child":     "EPERM",
@@ -262,14 +270,16 @@ child.wait()
 		js := m.hostile(t, s, "javascript", fmt.Sprintf(`
 const fs = require('fs');
 const out = {};
-out['processes'] = fs.readdirSync('/proc').filter(p => /^\d+$/.test(p)).sort().join(' ');
+out['processes'] = String(fs.readdirSync('/proc').filter(p => /^\d+$/.test(p)).length);
 out['pid 1'] = fs.readFileSync('/proc/1/cmdline', 'utf8').split('\0').join(' ').trim();
+out['parent'] = String(process.ppid);
 try { process.kill(%d, 0); out['kill host pid'] = 'ok'; } catch (e) { out['kill host pid'] = e.code; }
 console.log(JSON.stringify(out));
 `, host))
 		assertReport(t, probeReport(t, js), map[string]string{
-			"processes":     "1",
-			"pid 1":         m.pid1("javascript"),
+			"processes":     "2",
+			"pid 1":         sandboxoci.InitPath + " -- " + m.programCmdline("javascript"),
+			"parent":        "1",
 			"kill host pid": "ESRCH",
 		})
 		afterCase(t, s, r, js)
@@ -673,9 +683,10 @@ def died(how):
     return 'signal %d core dumped %s' % (os.WTERMSIG(st), os.WCOREDUMP(st))
 out['fault'] = died(lambda: ctypes.string_at(0))
 out['SIGSEGV'] = died(lambda: os.kill(os.getpid(), signal.SIGSEGV))
-# pid 1 of a namespace ignores signals it has no handler for, even its own.
+# pid 1, the init, ignores the signals it has no handler for: the program
+# cannot end it, nor so the sandbox, with one.
 os.kill(1, signal.SIGSEGV)
-out['pid 1 SIGSEGV to itself'] = 'ignored'
+out['SIGSEGV to the init'] = 'ignored'
 out['cwd'] = os.getcwd()
 out['core files'] = ' '.join(f for d in ('/tmp', '/dev/shm', os.getcwd()) for f in glob.glob(d + '/*core*'))
 print(json.dumps(out), flush=True)
@@ -691,7 +702,7 @@ ctypes.string_at(0)
 			"RLIMIT_CORE":             "0 0",
 			"fault":                   "signal 11 core dumped False",
 			"SIGSEGV":                 "signal 11 core dumped False",
-			"pid 1 SIGSEGV to itself": "ignored",
+			"SIGSEGV to the init":     "ignored",
 			"cwd":                     "/workspace",
 			"core files":              "",
 		}
@@ -743,16 +754,19 @@ func TestIsolationPostureFromHost(t *testing.T) {
 				return
 			}
 			// The program's child is its sign that it is ready.
-			waitFor(10*time.Second, func() bool { pids = inPIDNamespaceOf(task.Pid()); return len(pids) >= 2 })
-			if len(pids) < 2 {
-				t.Errorf("processes of sandbox %s: got %v; want the interpreter and its child", id, pids)
+			waitFor(10*time.Second, func() bool { pids = inPIDNamespaceOf(task.Pid()); return len(pids) >= 3 })
+			if len(pids) < 3 {
+				t.Errorf("processes of sandbox %s: got %v; want the init, the interpreter and its child", id, pids)
 			}
 			for _, pid := range pids {
 				checkPosture(t, pid, hostNS)
 			}
-			// Let the program finish: it waits for its child.
+			// Let the program finish: it waits for its child, the one
+			// process whose parent is neither the host's nor the init.
 			for _, pid := range pids[1:] {
-				syscall.Kill(pid, syscall.SIGKILL)
+				if hostParent(pid) != int(task.Pid()) {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
 			}
 		}()
 		r := m.hostile(t, s, "python", `
@@ -832,6 +846,22 @@ func namespacesOf(t *testing.T, pid int) map[string]string {
 }
 
 // inPIDNamespaceOf lists the host pids in pid's pid namespace, pid first.
+// hostParent is the host pid of pid's parent, or 0 if unknown.
+func hostParent(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// After the command's closing parenthesis: the state, then the ppid.
+	_, rest, _ := strings.Cut(string(b[bytes.LastIndexByte(b, ')')+1:]), " ")
+	f := strings.Fields(rest)
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
 func inPIDNamespaceOf(pid uint32) []int {
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	if err != nil {

@@ -184,12 +184,13 @@ func (m mode) program(lang string) string {
 	return "/sandbox/" + name
 }
 
-// pid1 is the command line of the sandbox's first process, as
-// /proc/1/cmdline shows it with spaces: the interpreter running the
-// program (one-shot), or the session driver, which runs the program in
-// its own process (session). One-shot Node.js sandboxes are warm (the
-// default), and node is given the warm start with --require.
-func (m mode) pid1(lang string) string {
+// programCmdline is the command line of the sandbox's program process,
+// the child of its init, as /proc/PID/cmdline shows it with spaces: the
+// interpreter running the program (one-shot), or the session driver,
+// which runs the program in its own process (session). One-shot Node.js
+// sandboxes are warm (the default), and node is given the warm start
+// with --require.
+func (m mode) programCmdline(lang string) string {
 	switch {
 	case lang == "python":
 		return "python3 " + m.program(lang)
