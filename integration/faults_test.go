@@ -708,11 +708,20 @@ func TestFaultDaemonStoppedDuringShutdown(t *testing.T) {
 	}
 
 	d.Cont(t)
+	sweptByNewServer(t, d, stateDir)
+	d.assertNoLeftovers(t, stateDir)
+}
+
+// sweptByNewServer starts a new server on d and stateDir, checks that
+// within 10 s it sweeps the containers and run directories an earlier
+// server left, and closes it.
+func sweptByNewServer(t *testing.T, d *privateDaemon, stateDir string) {
+	t.Helper()
 	left := d.containerIDs(t)
 	runDirs, _ := filepath.Glob(filepath.Join(stateDir, "csm-*"))
 	t.Logf("left by the server that exited during the hang: containers %v, run directories %d", left, len(runDirs))
-	s2 := startFaultServer(t, d, stateDir)
-	start = time.Now()
+	s := startFaultServer(t, d, stateDir)
+	start := time.Now()
 	ok := waitFor(10*time.Second, func() bool {
 		now := d.containerIDs(t)
 		for _, id := range left {
@@ -733,10 +742,9 @@ func TestFaultDaemonStoppedDuringShutdown(t *testing.T) {
 		t.Errorf("10s after a new server started: containers %v (left: %v); want what the old server left swept", d.containerIDs(t), left)
 	}
 	start = time.Now()
-	s2.stdin.Close()
-	took = s2.waitExit(t, exitBound, start)
-	t.Logf("the new server exited %s after stdin closed: %v", took.Round(time.Millisecond), s2.state)
-	d.assertNoLeftovers(t, stateDir)
+	s.stdin.Close()
+	took := s.waitExit(t, exitBound, start)
+	t.Logf("the new server exited %s after stdin closed: %v", took.Round(time.Millisecond), s.state)
 }
 
 // A server started while containerd is down: it serves, each call gets an
