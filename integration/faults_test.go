@@ -747,6 +747,51 @@ func sweptByNewServer(t *testing.T, d *privateDaemon, stateDir string) {
 	t.Logf("the new server exited %s after stdin closed: %v", took.Round(time.Millisecond), s.state)
 }
 
+// containerd SIGSTOPped while the server shuts down with its pool full
+// and a session's cell running that ignores the interrupt (issue 26):
+// when the server exits, no process of any of its sandboxes runs, though
+// containerd's records of them are left; once containerd continues, a new
+// server sweeps those.
+func TestFaultDaemonStoppedSandboxesDieWithTheServer(t *testing.T) {
+	d := newPrivateDaemon(t)
+	stateDir := newStateDir(t)
+	s := startFaultServer(t, d, stateDir)
+	waitPool(t, d, s)
+	holdSessionCell(t, s)
+	t.Logf("the sandboxes' processes before containerd stopped: %v", sandboxProcesses(d.namespace))
+	d.Stop(t)
+	start := time.Now()
+	s.stdin.Close()
+	took := s.waitExit(t, 10*time.Second, start)
+	t.Logf("server exited %s after stdin closed, containerd stopped: %v", took.Round(time.Millisecond), s.state)
+	// The kill is the kernel's to carry out, and the shim's to reap.
+	var procs []string
+	if !waitFor(2*time.Second, func() bool { procs = sandboxProcesses(d.namespace); return len(procs) == 0 }) {
+		t.Errorf("2s after the server exited, containerd stopped: processes of its sandboxes %v; want none: a sandbox's processes end with the server, whatever containerd does", procs)
+	}
+	d.Cont(t)
+	sweptByNewServer(t, d, stateDir)
+	d.assertNoLeftovers(t, stateDir)
+}
+
+// holdSessionCell creates a python session on s and starts a cell in it
+// that ignores SIGINT (the session's interrupt) and sleeps; it returns
+// once the cell runs.
+func holdSessionCell(t *testing.T, s *faultServer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var created createdSession
+	if text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python"}, &created); isErr || created.SessionID == "" {
+		t.Fatalf("create_session: %q %+v", text, created)
+	}
+	token := strconv.FormatInt(time.Now().UnixNano(), 36)
+	s.callAsync("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nopen('/tmp/held-"+token+"', 'w').close()\ntime.sleep(120)", time.Minute, "session_id", created.SessionID)
+	if !waitFor(30*time.Second, func() bool { return sandboxTmpFile("held-"+token) != "" }) {
+		t.Fatalf("the session's cell did not run within 30s\nstderr:\n%s", s.stderr)
+	}
+}
+
 // A server started while containerd is down: it serves, each call gets an
 // actionable error result at once, and calls work once containerd is up,
 // without a restart of the server.
