@@ -792,6 +792,40 @@ func holdSessionCell(t *testing.T, s *faultServer) {
 	}
 }
 
+// containerd SIGSTOPped before a call that needs a sandbox made on demand
+// (the language keeps no ready ones) (issue 26): the call fails within its
+// own timeout_seconds and 2 s, not at a fixed bound of the server's,
+// saying that no sandbox could be made within its timeout because
+// containerd did not answer. Once containerd continues, nothing is left at
+// the server's exit.
+func TestFaultDaemonStoppedColdCallEndsAtItsTimeout(t *testing.T) {
+	d := newPrivateDaemon(t)
+	stateDir := newStateDir(t)
+	s := startFaultServer(t, d, stateDir, "\n[languages.python]\npool = 0\n")
+	// The image is prepared; only containerd's hang is left in the way.
+	if o := s.call(context.Background(), "print('up')", 30*time.Second); o.err != nil || o.r.text != "up\n" {
+		t.Fatalf("a call with containerd healthy: %s; want up", o)
+	}
+	d.Stop(t)
+	for _, timeout := range []int{1, 3} {
+		o := s.call(context.Background(), "print('ran')", 30*time.Second, "timeout_seconds", timeout)
+		t.Logf("call with timeout_seconds %d, containerd stopped: %s", timeout, o)
+		want := fmt.Sprintf("no sandbox could be made within the call's timeout of %ds", timeout)
+		if o.err != nil || !o.r.isError || !strings.Contains(o.r.text, want) || !strings.Contains(o.r.text, "containerd") {
+			t.Errorf("call with timeout_seconds %d, containerd stopped: %s; want an error result saying %q and naming containerd", timeout, o, want)
+		}
+		if bound := time.Duration(timeout)*time.Second + 2*time.Second; o.took > bound {
+			t.Errorf("call with timeout_seconds %d, containerd stopped: answered after %s; want within %s", timeout, o.took.Round(time.Millisecond), bound)
+		}
+	}
+	d.Cont(t)
+	start := time.Now()
+	s.stdin.Close()
+	took := s.waitExit(t, exitBound, start)
+	t.Logf("server exited %s after stdin closed, containerd continued: %v", took.Round(time.Millisecond), s.state)
+	d.assertNoLeftovers(t, stateDir)
+}
+
 // A server started while containerd is down: it serves, each call gets an
 // actionable error result at once, and calls work once containerd is up,
 // without a restart of the server.
