@@ -278,8 +278,10 @@ func (e *Executor) Prepare(ctx context.Context) error {
 // Close kills the runs still going, destroys the ready sandboxes, waits for
 // every sandbox to be deleted, tries once more the deletes that failed
 // before, and disconnects from containerd. It takes about closeTimeout:
-// past it, what is left is the next server's to sweep, and Close says so. Calls after the first return its
-// result.
+// past it, what is left is the next server's to sweep, and Close says so.
+// What is left then is containerd's records alone: a sandbox containerd
+// did not delete had its processes killed from the host (see
+// sandbox.Destroy). Calls after the first return its result.
 func (e *Executor) Close() error {
 	e.closeOnce.Do(func() { e.closeErr = e.shutdown() })
 	return e.closeErr

@@ -30,6 +30,11 @@ const closeTimeout = 5 * time.Second
 // delete is retried); Close waits for that. A request naming a Session
 // runs as that session's next cell instead (see CreateSession); an
 // unknown, ended or another owner's session is a *NoSessionError.
+//
+// The request's Timeout bounds the program's run and, for a run that
+// finds no ready sandbox, the making of one first (see coldSandbox): a
+// run waits for its sandbox no longer than its timeout, and its program
+// then gets the whole timeout. The wait for a run slot is not counted.
 func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) {
 	lang, timeout, err := e.check(req)
 	if err != nil {
@@ -73,17 +78,76 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		// a sandbox of its own.
 		lang.StubFailed(ended.Code)
 	}
-	img, err := lang.Ready(ctx)
-	if err != nil {
-		return nil, err
-	}
-	// Started ahead would only add the stub's exec to the run.
-	s, err = lang.NewSandbox(ctx, img, time.Now().Add(timeout+sweep.CleanupGrace), sandbox.OnRun)
+	s, err = e.coldSandbox(ctx, lang, timeout)
 	if err != nil {
 		return nil, err
 	}
 	defer e.retire(s)
 	return s.Execute(ctx, req.Code, req.Files, timeout)
+}
+
+// errOutOfTime is the cause that ends a run's wait for a sandbox made on
+// demand at the run's timeout.
+var errOutOfTime = errors.New("timed out")
+
+// coldSandbox makes the sandbox of a run that found no ready one: the
+// language's image ready (looked up, or pulled and unpacked), then a
+// sandbox created from it. The run waits for that no longer than its own
+// timeout (and ctx): its timeout bounds the getting of its sandbox, and
+// then, in full, its program. Its error then says that no sandbox could
+// be made within the timeout, and why: containerd did not answer in time
+// (ErrNotAnswering), or the image is still being prepared.
+func (e *Executor) coldSandbox(ctx context.Context, lang *pool.Language, timeout time.Duration) (*sandbox.Sandbox, error) {
+	wctx, cancel := context.WithTimeoutCause(ctx, timeout, errOutOfTime)
+	defer cancel()
+	img, err := lang.Ready(wctx)
+	if err == nil {
+		// Its deadline covers the wait for it, then the run.
+		var s *sandbox.Sandbox
+		if s, err = e.newSandbox(wctx, lang, img, time.Now().Add(2*timeout+sweep.CleanupGrace)); err == nil {
+			return s, nil
+		}
+	}
+	switch {
+	case !errors.Is(err, errOutOfTime):
+		return nil, err
+	case errors.Is(err, pool.ErrPreparing):
+		return nil, fmt.Errorf("no sandbox could be made within the call's timeout of %s: %w; retry once it is ready", timeout, err)
+	}
+	return nil, fmt.Errorf("%w: no sandbox could be made within the call's timeout of %s: %w", ErrNotAnswering, timeout, err)
+}
+
+// newSandbox creates a one-shot sandbox of lang from img, not started
+// (started ahead would only add the stub's exec to the run), and waits for
+// it until ctx ends. A creation is not cut short (see sandbox.Host.New):
+// one that outlives the wait goes on in the background, counted in
+// e.cleanups, and what it makes is destroyed.
+func (e *Executor) newSandbox(ctx context.Context, lang *pool.Language, img *sandbox.Image, deadline time.Time) (*sandbox.Sandbox, error) {
+	type made struct {
+		s   *sandbox.Sandbox
+		err error
+	}
+	// Unbuffered: the sandbox is handed over to a caller still waiting,
+	// or else destroyed, never both.
+	ch := make(chan made)
+	e.cleanups.Add(1)
+	go func() {
+		defer e.cleanups.Done()
+		s, err := lang.NewSandbox(ctx, img, deadline, sandbox.OnRun)
+		select {
+		case ch <- made{s, err}:
+		case <-ctx.Done():
+			if s != nil {
+				s.Destroy(context.Background())
+			}
+		}
+	}()
+	select {
+	case m := <-ch:
+		return m.s, m.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("creating a sandbox: %w", context.Cause(ctx))
+	}
 }
 
 // errGone is takeSlot's error when what the slot was for ended first.

@@ -708,11 +708,20 @@ func TestFaultDaemonStoppedDuringShutdown(t *testing.T) {
 	}
 
 	d.Cont(t)
+	sweptByNewServer(t, d, stateDir)
+	d.assertNoLeftovers(t, stateDir)
+}
+
+// sweptByNewServer starts a new server on d and stateDir, checks that
+// within 10 s it sweeps the containers and run directories an earlier
+// server left, and closes it.
+func sweptByNewServer(t *testing.T, d *privateDaemon, stateDir string) {
+	t.Helper()
 	left := d.containerIDs(t)
 	runDirs, _ := filepath.Glob(filepath.Join(stateDir, "csm-*"))
 	t.Logf("left by the server that exited during the hang: containers %v, run directories %d", left, len(runDirs))
-	s2 := startFaultServer(t, d, stateDir)
-	start = time.Now()
+	s := startFaultServer(t, d, stateDir)
+	start := time.Now()
 	ok := waitFor(10*time.Second, func() bool {
 		now := d.containerIDs(t)
 		for _, id := range left {
@@ -733,9 +742,87 @@ func TestFaultDaemonStoppedDuringShutdown(t *testing.T) {
 		t.Errorf("10s after a new server started: containers %v (left: %v); want what the old server left swept", d.containerIDs(t), left)
 	}
 	start = time.Now()
-	s2.stdin.Close()
-	took = s2.waitExit(t, exitBound, start)
-	t.Logf("the new server exited %s after stdin closed: %v", took.Round(time.Millisecond), s2.state)
+	s.stdin.Close()
+	took := s.waitExit(t, exitBound, start)
+	t.Logf("the new server exited %s after stdin closed: %v", took.Round(time.Millisecond), s.state)
+}
+
+// containerd SIGSTOPped while the server shuts down with its pool full
+// and a session's cell running that ignores the interrupt (issue 26):
+// when the server exits, no process of any of its sandboxes runs, though
+// containerd's records of them are left; once containerd continues, a new
+// server sweeps those.
+func TestFaultDaemonStoppedSandboxesDieWithTheServer(t *testing.T) {
+	d := newPrivateDaemon(t)
+	stateDir := newStateDir(t)
+	s := startFaultServer(t, d, stateDir)
+	waitPool(t, d, s)
+	holdSessionCell(t, s)
+	t.Logf("the sandboxes' processes before containerd stopped: %v", sandboxProcesses(d.namespace))
+	d.Stop(t)
+	start := time.Now()
+	s.stdin.Close()
+	took := s.waitExit(t, 10*time.Second, start)
+	t.Logf("server exited %s after stdin closed, containerd stopped: %v", took.Round(time.Millisecond), s.state)
+	// The kill is the kernel's to carry out, and the shim's to reap.
+	var procs []string
+	if !waitFor(2*time.Second, func() bool { procs = sandboxProcesses(d.namespace); return len(procs) == 0 }) {
+		t.Errorf("2s after the server exited, containerd stopped: processes of its sandboxes %v; want none: a sandbox's processes end with the server, whatever containerd does", procs)
+	}
+	d.Cont(t)
+	sweptByNewServer(t, d, stateDir)
+	d.assertNoLeftovers(t, stateDir)
+}
+
+// holdSessionCell creates a python session on s and starts a cell in it
+// that ignores SIGINT (the session's interrupt) and sleeps; it returns
+// once the cell runs.
+func holdSessionCell(t *testing.T, s *faultServer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var created createdSession
+	if text, isErr := callRaw(ctx, t, s.c, "create_session", map[string]any{"language": "python"}, &created); isErr || created.SessionID == "" {
+		t.Fatalf("create_session: %q %+v", text, created)
+	}
+	token := strconv.FormatInt(time.Now().UnixNano(), 36)
+	s.callAsync("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nopen('/tmp/held-"+token+"', 'w').close()\ntime.sleep(120)", time.Minute, "session_id", created.SessionID)
+	if !waitFor(30*time.Second, func() bool { return sandboxTmpFile("held-"+token) != "" }) {
+		t.Fatalf("the session's cell did not run within 30s\nstderr:\n%s", s.stderr)
+	}
+}
+
+// containerd SIGSTOPped before a call that needs a sandbox made on demand
+// (the language keeps no ready ones) (issue 26): the call fails within its
+// own timeout_seconds and 2 s, not at a fixed bound of the server's,
+// saying that no sandbox could be made within its timeout because
+// containerd did not answer. Once containerd continues, nothing is left at
+// the server's exit.
+func TestFaultDaemonStoppedColdCallEndsAtItsTimeout(t *testing.T) {
+	d := newPrivateDaemon(t)
+	stateDir := newStateDir(t)
+	s := startFaultServer(t, d, stateDir, "\n[languages.python]\npool = 0\n")
+	// The image is prepared; only containerd's hang is left in the way.
+	if o := s.call(context.Background(), "print('up')", 30*time.Second); o.err != nil || o.r.text != "up\n" {
+		t.Fatalf("a call with containerd healthy: %s; want up", o)
+	}
+	d.Stop(t)
+	for _, timeout := range []int{1, 3} {
+		o := s.call(context.Background(), "print('ran')", 30*time.Second, "timeout_seconds", timeout)
+		t.Logf("call with timeout_seconds %d, containerd stopped: %s", timeout, o)
+		want := fmt.Sprintf("no sandbox could be made within the call's timeout of %ds", timeout)
+		if o.err != nil || !o.r.isError || !strings.Contains(o.r.text, want) || !strings.Contains(o.r.text, "containerd") {
+			t.Errorf("call with timeout_seconds %d, containerd stopped: %s; want an error result saying %q and naming containerd", timeout, o, want)
+		}
+		if bound := time.Duration(timeout)*time.Second + 2*time.Second; o.took > bound {
+			t.Errorf("call with timeout_seconds %d, containerd stopped: answered after %s; want within %s", timeout, o.took.Round(time.Millisecond), bound)
+		}
+	}
+	d.Cont(t)
+	start := time.Now()
+	s.stdin.Close()
+	took := s.waitExit(t, exitBound, start)
+	t.Logf("server exited %s after stdin closed, containerd continued: %v", took.Round(time.Millisecond), s.state)
 	d.assertNoLeftovers(t, stateDir)
 }
 

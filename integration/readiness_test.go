@@ -355,3 +355,43 @@ func TestCancelWhileContainerdHangsIsBounded(t *testing.T) {
 	t.Logf("Run returned %s after its cancellation, containerd stopped", time.Since(start).Round(time.Millisecond))
 	resume()
 }
+
+// A run whose timeout ends while its sandbox is being created (issue 26:
+// a timeout far too short for a creation, on a healthy containerd) fails
+// within its timeout and a second, saying that no sandbox could be made
+// within it; the creation goes on, and what it made is deleted once it is
+// done, before the executor closes.
+func TestRunOutOfTimeWhileItsSandboxIsMade(t *testing.T) {
+	made := make(chan error, 1)
+	e := newExecutor(t, func(c *exec.Config) {
+		c.Hooks.SandboxCreated = func(_ string, _ time.Duration, err error) { made <- err }
+	})
+	const timeout = 40 * time.Millisecond
+	start := time.Now()
+	_, err := e.Run(testContext(t), exec.Request{Language: "python", Code: "print('ran')", Timeout: timeout})
+	took := time.Since(start)
+	t.Logf("Run with a timeout of %s: %v, after %s", timeout, err, took.Round(time.Millisecond))
+	want := "no sandbox could be made within the call's timeout of 40ms: creating a sandbox"
+	if err == nil || !strings.Contains(err.Error(), want) || !errors.Is(err, exec.ErrNotAnswering) {
+		t.Fatalf("Run with a timeout of %s: %v; want an ErrNotAnswering saying %q", timeout, err, want)
+	}
+	if took > timeout+time.Second {
+		t.Errorf("Run with a timeout of %s returned after %s; want within its timeout and a second", timeout, took.Round(time.Millisecond))
+	}
+	select {
+	case err := <-made:
+		// The creation saw its caller gone, and deleted what it made.
+		if err == nil {
+			t.Errorf("the creation the run stopped waiting for: no error; want it cancelled")
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the creation the run stopped waiting for did not end within 30s")
+	}
+	cs, err := testClient.Containers(testContext(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cs) != 0 {
+		t.Errorf("containers once the creation ended: got %d; want none", len(cs))
+	}
+}

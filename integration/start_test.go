@@ -381,13 +381,15 @@ func startRawHTTP(t *testing.T) *rawHTTP {
 }
 
 // startFaultServer starts the binary on d with stateDir and initializes an
-// MCP session. Only python is enabled (the private daemon has no other
-// image) and nothing is pulled. When the test ends, a server still
-// running gets stdin closed, and is killed 20 s later.
-func startFaultServer(t *testing.T, d *privateDaemon, stateDir string) *faultServer {
+// MCP session; tables, if given, are more TOML tables of its
+// configuration (not [sandbox], [limits] or [languages.javascript]). Only
+// python is enabled (the private daemon has no other image) and nothing is
+// pulled. When the test ends, a server still running gets stdin closed,
+// and is killed 20 s later.
+func startFaultServer(t *testing.T, d *privateDaemon, stateDir string, tables ...string) *faultServer {
 	t.Helper()
 	cfgPath := filepath.Join(t.TempDir(), "sandbox.toml")
-	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = 2\npull = \"never\"\n\n[languages.javascript]\ndisabled = true\n", stateDir), filepath.Join(d.dir, "uids"))
+	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = 2\npull = \"never\"\n\n[languages.javascript]\ndisabled = true\n%s", stateDir, strings.Join(tables, "")), filepath.Join(d.dir, "uids"))
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ package pool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -127,9 +128,13 @@ func (l *Language) Ready(ctx context.Context) (*sandbox.Image, error) {
 		l.pool.start()
 		return f.img, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for image %s to be prepared: %w", l.cfg.Image, context.Cause(ctx))
+		return nil, fmt.Errorf("waiting for image %s: %w: %w", l.cfg.Image, ErrPreparing, context.Cause(ctx))
 	}
 }
+
+// ErrPreparing marks Ready's error when ctx ended while it waited for
+// the image's preparation, which goes on.
+var ErrPreparing = errors.New("it is still being prepared (pulled or unpacked)")
 
 // prepare runs one flight. A pull or unpack, once begun, is not
 // interrupted by a caller: containerd's unpacker cleans up on the context

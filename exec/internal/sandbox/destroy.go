@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"syscall"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -15,6 +16,10 @@ import (
 // Destroy deletes the task (killing what still runs), the container with
 // its snapshot, and the host directory, on a context that outlives the
 // (possibly cancelled) request. What is already gone counts as deleted.
+// Where containerd does not delete the task (it hangs, or is down), the
+// task's processes are killed from the host all the same: only
+// containerd's records of the sandbox are left, to the reaper's retries
+// or the next server's sweep.
 func (s *Sandbox) Destroy(ctx context.Context) {
 	start := time.Now()
 	// Past the Life's abandon, what is left is left to the next server's
@@ -34,15 +39,7 @@ func (s *Sandbox) Destroy(ctx context.Context) {
 		s.containerdExit(s.exited, 0)
 	}
 	if s.task != nil {
-		// The kill matters only for a task that has not exited. Deleting
-		// an exited task at once, without it, was tried: with containerd
-		// 2.4.2 the task's /tasks/exit event then did not reach a
-		// subscriber within 5 s in about one run in six (the shim goes
-		// away first). Event watchers, our tests among them, count on
-		// that event, so the kill and its round trips stay.
-		if _, err := s.task.Delete(ctx, containerd.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-			s.h.Log.Warn("delete task", "run", s.id, "err", err)
-		}
+		s.deleteTask(ctx)
 	}
 	var failed error
 	if s.container != nil {
@@ -81,4 +78,22 @@ func (s *Sandbox) Destroy(ctx context.Context) {
 		}
 	}
 	s.h.Log.Debug("sandbox destroyed", "run", s.id, "took", time.Since(start))
+}
+
+// deleteTask deletes the task, killing its processes; where containerd
+// does not, it kills them from the host (see signalFromHost), so that
+// none outlives the sandbox, a ready one's waiting interpreter included.
+func (s *Sandbox) deleteTask(ctx context.Context) {
+	// The kill matters only for a task that has not exited. Deleting an
+	// exited task at once, without it, was tried: with containerd 2.4.2
+	// the task's /tasks/exit event then did not reach a subscriber within
+	// 5 s in about one run in six (the shim goes away first). Event
+	// watchers, our tests among them, count on that event, so the kill
+	// and its round trips stay.
+	_, err := s.task.Delete(ctx, containerd.WithProcessKill)
+	if err == nil || errdefs.IsNotFound(err) {
+		return
+	}
+	s.h.Log.Warn("delete task; killing its process from the host", "run", s.id, "err", err)
+	s.signalFromHost(syscall.SIGKILL)
 }

@@ -32,7 +32,9 @@ import (
 )
 
 // CallTimeout bounds one short call to containerd on a run's path, such
-// as an image lookup, a start or a kill.
+// as an image lookup, a start or a kill. A run's own timeout bounds the
+// making of its sandbox too, where its caller (package exec) waits for one
+// to be made: the shorter bound ends the wait.
 const CallTimeout = 10 * time.Second
 
 // Host is what sandboxes need of their surroundings. Its fields are set
