@@ -11,6 +11,10 @@ package integration
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,4 +180,143 @@ func short(b []byte) string {
 		return fmt.Sprintf("%q", b)
 	}
 	return fmt.Sprintf("%q...%q", b[:150], b[len(b)-150:])
+}
+
+// sleepMarker is an argument of sleep(1) that is 1000 s and a few
+// digits, unique on this host: a sleep of the sandbox's can be found
+// on the host by its command line, sleep MARKER.
+func sleepMarker() string {
+	return fmt.Sprintf("1000.%d%06d", os.Getpid(), rand.IntN(1e6))
+}
+
+// marked is code with MARKER replaced by marker.
+func marked(code, marker string) string { return strings.ReplaceAll(code, "MARKER", marker) }
+
+// pyUp defines up(n) in Python: it returns once n processes of the
+// sandbox run "sleep MARKER" (started, not only forked).
+const pyUp = `import os, time
+def up(n):
+    while sum(1 for p in os.listdir("/proc") if p.isdigit() and cmdline(p) == b"sleep\x00MARKER\x00") < n:
+        time.sleep(0.01)
+def cmdline(p):
+    try:
+        return open(f"/proc/{p}/cmdline", "rb").read()
+    except OSError:
+        return b""
+`
+
+// jsUp is pyUp in Node.js: up(n, then) calls then once n processes run
+// "sleep MARKER".
+const jsUp = `const fs = require("fs"), cp = require("child_process")
+const cmdline = (p) => { try { return fs.readFileSync("/proc/" + p + "/cmdline", "latin1") } catch { return "" } }
+const count = () => fs.readdirSync("/proc").filter((p) => /^[0-9]+$/.test(p) && cmdline(p) === "sleep\x00MARKER\x00").length
+const up = (n, then) => { const t = setInterval(() => { if (count() >= n) { clearInterval(t); then() } }, 10) }
+`
+
+// daemons are programs that leave a daemon behind: a sleep MARKER of
+// 1000 s that writes nothing and holds the program's output open (in
+// Python, forked twice, in a session of its own; in Node.js, a detached
+// child). Each waits for its sleep to run, prints its uid and exits.
+var daemons = []struct{ lang, code string }{
+	{"python", pyUp + `if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "MARKER"])
+    os._exit(0)
+os.wait()
+up(1)
+print(os.getuid())`},
+	{"javascript", jsUp + `cp.spawn("sleep", ["MARKER"], {detached: true, stdio: "inherit"}).unref()
+up(1, () => console.log(process.getuid()))`},
+}
+
+// A program that leaves a daemon running ends when it exits, in every
+// kind of one-shot sandbox, in both languages, and the daemon with it:
+// nothing of the sandbox is left (no process of its uid, no sleep of
+// its; newExecutor checks containerd and the host as the test ends).
+func TestInitDaemonKilledAtTheEnd(t *testing.T) {
+	e := newExecutor(t, func(c *exec.Config) { c.Languages = initLanguages() })
+	for _, p := range daemons {
+		t.Run(p.lang, func(t *testing.T) {
+			marker := sleepMarker()
+			eachKind(t, e, p.lang, exec.Request{Code: marked(p.code, marker)}, func(t *testing.T, res *exec.Result) {
+				if ending(res) != "exit 0" {
+					t.Errorf("ended %s, stderr %s; want exit 0", ending(res), short(res.Stderr))
+				}
+				wantGone(t, res.Stdout, marker)
+			})
+		})
+	}
+}
+
+// trees are programs that start children and grandchildren, three
+// sleep MARKER in all (two of a shell, one daemonised), then (oneShot)
+// print their uid once all three run and sleep on past any timeout;
+// or, as a session's cell, print it and end (cell).
+var trees = []struct{ lang, start, oneShot, cell string }{
+	{"python", pyUp + `import subprocess
+subprocess.Popen(["sh", "-c", "sleep MARKER & sleep MARKER & wait"])
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execvp("sleep", ["sleep", "MARKER"])
+    os._exit(0)
+`, "up(3)\nprint(os.getuid(), flush=True)\ntime.sleep(1000)\n", "up(3)\nprint(os.getuid())\n"},
+	{"javascript", jsUp + `cp.spawn("sh", ["-c", "sleep MARKER & sleep MARKER & wait"], {stdio: "inherit"})
+cp.spawn("sleep", ["MARKER"], {detached: true, stdio: "inherit"}).unref()
+`, "up(3, () => { console.log(process.getuid()); setInterval(() => {}, 1000) })\n",
+		"await new Promise((r) => up(3, r))\nconsole.log(process.getuid())\n"},
+}
+
+// The timeout still kills the whole tree, in every kind of one-shot
+// sandbox, in both languages: the run is reported timed out and killed
+// (SIGKILL, 137) as before the init, and no process of it is left.
+func TestInitTimeoutKillsTheTree(t *testing.T) {
+	e := newExecutor(t, func(c *exec.Config) { c.Languages = initLanguages() })
+	for _, p := range trees {
+		t.Run(p.lang, func(t *testing.T) {
+			marker := sleepMarker()
+			req := exec.Request{Code: marked(p.start+p.oneShot, marker), Timeout: time.Duration(scaled(3)) * time.Second}
+			eachKind(t, e, p.lang, req, func(t *testing.T, res *exec.Result) {
+				if ending(res) != "timed out, SIGKILL 137" {
+					t.Errorf("ended %s, stderr %s; want timed out, SIGKILL 137", ending(res), short(res.Stderr))
+				}
+				wantGone(t, res.Stdout, marker)
+			})
+		})
+	}
+}
+
+// wantGone fails unless, within 10 s (scaled), no host process runs as
+// the uid stdout holds (which the program printed once its processes
+// ran) and none runs sleep marker: nothing of the sandbox is left.
+func wantGone(t *testing.T, stdout []byte, marker string) {
+	t.Helper()
+	uid, err := strconv.ParseUint(strings.TrimSpace(string(stdout)), 10, 32)
+	if err != nil || !testUIDs.Contains(uint32(uid)) {
+		t.Fatalf("stdout %q; want the sandbox's uid, which the program prints once its processes run", stdout)
+	}
+	var left []string
+	if !waitFor(time.Duration(scaled(10))*time.Second, func() bool { left = leftProcesses(uint32(uid), marker); return len(left) == 0 }) {
+		t.Errorf("processes of the sandbox (uid %d, or sleep %s) outlived it: %v", uid, marker, left)
+	}
+}
+
+// leftProcesses lists, as "pid: command line", the host's processes
+// that run as uid (zombies included) or run sleep marker.
+func leftProcesses(uid uint32, marker string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(status), fmt.Sprintf("\nUid:\t%d\t", uid)) || string(cmdline) == "sleep\x00"+marker+"\x00" {
+			out = append(out, fmt.Sprintf("%d: %q", pid, cmdline))
+		}
+	}
+	return out
 }
