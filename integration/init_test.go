@@ -320,3 +320,111 @@ func leftProcesses(uid uint32, marker string) []string {
 	}
 	return out
 }
+
+// Zombies of a cell's background children are reaped, between cells
+// and within them: in a session of either language, a cell of the
+// 300 orphans runs to the end, and so does a second one.
+func TestInitSessionReapsOrphans(t *testing.T) {
+	requirePidsBelow300(t)
+	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
+	for _, p := range orphans {
+		t.Run(p.lang, func(t *testing.T) {
+			s := openSession(t, e, p.lang)
+			for i := range 2 {
+				if res := cell(t, e, p.lang, s.ID, p.code); string(res.Stdout) != "done\n" || res.Failed() || res.Session.Ended != "" {
+					t.Fatalf("cell %d: stdout %q, stderr %s, ended %s, session %+v; want done, and the session alive", i+1, res.Stdout, short(res.Stderr), ending(res), res.Session)
+				}
+			}
+		})
+	}
+}
+
+// In a session, a cell that sends its interpreter a signal kills it:
+// the result names the signal and status 128+N, and the session ends
+// saying so. A cell's own exit status 137 is no signal.
+func TestInitSessionSelfSignals(t *testing.T) {
+	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
+	for _, p := range selfEnds {
+		t.Run(p.lang+" "+p.name, func(t *testing.T) {
+			s := openSession(t, e, p.lang)
+			res := cell(t, e, p.lang, s.ID, p.code)
+			want := wantEnding(p.signal, p.status)
+			if ending(res) != want || res.Session == nil || (p.session == "") != (res.Session.Ended == "") || !strings.Contains(res.Session.Ended, p.session) {
+				t.Errorf("ended %s, stderr %s, session %+v; want %s, and the session ended %q (\"\": alive)", ending(res), short(res.Stderr), res.Session, want, p.session)
+			}
+		})
+	}
+}
+
+// An interrupt still reaches a running cell that has started background
+// children: at its timeout the cell is interrupted, and the session
+// lives on with its state, in both languages.
+func TestInitSessionInterruptReachesTheCell(t *testing.T) {
+	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
+	for _, tc := range []struct{ lang, set, spin string }{
+		{"python", "kept = 5", `import os, subprocess, time
+subprocess.Popen(["sleep", "1000"])
+os.system("sleep 1000 &")
+while True: time.sleep(0.01)`},
+		{"javascript", "var kept = 5", `require("child_process").spawn("sleep", ["1000"], {stdio: "inherit"})
+require("child_process").execSync("sleep 1000 >/dev/null 2>&1 &")
+while (true) {}`},
+	} {
+		t.Run(tc.lang, func(t *testing.T) {
+			s := openSession(t, e, tc.lang)
+			wantOut(t, cell(t, e, tc.lang, s.ID, tc.set), "")
+			start := time.Now()
+			res, err := cellErr(testContext(t), e, tc.lang, s.ID, tc.spin, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); !res.TimedOut || !res.Session.Interrupted || res.Session.Ended != "" || took > time.Duration(scaled(4))*time.Second {
+				t.Fatalf("ended %s, session %+v, took %s; want interrupted at 1 s and the session alive", ending(res), res.Session, took)
+			}
+			wantOut(t, cell(t, e, tc.lang, s.ID, "kept"), "5\n")
+		})
+	}
+}
+
+// A session's end kills all that its cells left running: children,
+// grandchildren and a daemon a cell started die when the session is
+// closed, or when a cell that ignores its interrupt ends it, in both
+// languages, and nothing of the sandbox is left.
+func TestInitSessionEndKillsTheTree(t *testing.T) {
+	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
+	deaf := map[string]string{
+		"python":     "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass",
+		"javascript": "setTimeout(() => { while (true) {} }, 0); await new Promise(r => setTimeout(r, 60000))",
+	}
+	for _, p := range trees {
+		for _, how := range []string{"closed", "a deaf cell"} {
+			t.Run(p.lang+" "+how, func(t *testing.T) {
+				marker := sleepMarker()
+				s := openSession(t, e, p.lang)
+				res := cell(t, e, p.lang, s.ID, marked(p.start+p.cell, marker))
+				if res.Failed() {
+					t.Fatalf("the cell that starts the tree: ended %s, stderr %s", ending(res), short(res.Stderr))
+				}
+				if how == "closed" && !e.CloseSession("local", s.ID) {
+					t.Fatal("CloseSession: the session was not open")
+				}
+				if how == "a deaf cell" {
+					res, err := cellErr(testContext(t), e, p.lang, s.ID, deaf[p.lang], time.Second)
+					if err != nil || !strings.Contains(res.Session.Ended, "did not stop") {
+						t.Fatalf("the deaf cell: %v, %+v; want the session ended for ignoring its interrupt", err, res)
+					}
+				}
+				wantGone(t, res.Stdout, marker)
+			})
+		}
+	}
+}
+
+// openSession is newSession, closed when the test ends: a session that
+// lives on does not count against max_sessions for the next subtest.
+func openSession(t *testing.T, e *exec.Executor, lang string) exec.SessionInfo {
+	t.Helper()
+	s := newSession(t, e, lang)
+	t.Cleanup(func() { e.CloseSession("local", s.ID) })
+	return s
+}
