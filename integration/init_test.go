@@ -10,9 +10,12 @@ package integration
 // warm-versus-cold tables (warm_programs_test.go) have rows for the same.
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	osexec "os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -417,6 +420,66 @@ func TestInitSessionEndKillsTheTree(t *testing.T) {
 				wantGone(t, res.Stdout, marker)
 			})
 		}
+	}
+}
+
+// Through the binary's one-shot CLI, a program that signal N kills makes
+// `code-sandbox-mcp run` exit 128+N, with the status line on stderr
+// naming the signal; a program's own exit 137 makes it exit 137, with no
+// status line. Nothing of the run is left.
+func TestInitRunSubcommandSignals(t *testing.T) {
+	for _, p := range selfEnds {
+		t.Run(p.lang+" "+p.name, func(t *testing.T) {
+			cmd, stateDir := serverCommand(t, serverSpec{})
+			cmd.Args = append(cmd.Args, "run", "--language", p.lang, "--code", p.code)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			status := 0
+			var exit *osexec.ExitError
+			if err := cmd.Run(); errors.As(err, &exit) {
+				status = exit.ExitCode()
+			} else if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			line := statusLine(stderr.String())
+			wantLine := p.signal != "" && strings.HasPrefix(line, "code-sandbox-mcp: killed by "+p.signal+"; ") || p.signal == "" && line == ""
+			if status != p.status || stdout.String() != "before\n" || !wantLine {
+				t.Errorf("exit %d, stdout %q, status line %q; want %d, before, and a status line naming %q (\"\": none)", status, stdout.String(), line, p.status, p.signal)
+			}
+			assertNoLeftovers(t, stateDir)
+		})
+	}
+}
+
+// statusLine is the line of run's stderr that says how the run ended,
+// or "" if there is none.
+func statusLine(stderr string) string {
+	for _, l := range strings.Split(stderr, "\n") {
+		if strings.HasPrefix(l, "code-sandbox-mcp: ") {
+			return l
+		}
+	}
+	return ""
+}
+
+// Over MCP, the structured result of a program that signal N kills names
+// the signal, with exit code 128+N, and so does the text; a program's
+// own exit 137 is exit code 137 and no signal.
+func TestInitSelfSignalsOverMCP(t *testing.T) {
+	s := startMCP(t, serverSpec{})
+	tools := map[string]string{"python": "run_python_code", "javascript": "run_js_code"}
+	for _, p := range selfEnds {
+		t.Run(p.lang+" "+p.name, func(t *testing.T) {
+			r := s.call(testContext(t), t, tools[p.lang], code(p.code))
+			text := "killed by " + p.signal
+			if p.signal == "" {
+				text = fmt.Sprintf("exit code %d;", p.status)
+			}
+			if !r.isError || !r.hasOut || r.out.ExitCode != p.status || r.out.Signal != p.signal || r.out.TimedOut || r.out.OOMKilled ||
+				r.out.Stdout != "before\n" || !strings.Contains(r.text, text) || p.signal == "" && strings.Contains(r.text, "killed") {
+				t.Errorf("text %q, structured %+v; want an error result, exit code %d, signal %q, stdout before, the text saying %q", r.text, r.out, p.status, p.signal, text)
+			}
+		})
 	}
 }
 
