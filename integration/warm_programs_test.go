@@ -133,10 +133,10 @@ print("parent", os.waitstatus_to_exitcode(status))`},
 	{name: "large output", code: `print("x" * 200000)
 import sys
 print("y" * 100000, file=sys.stderr)`},
-	{name: "timeout", timeout: 2 * time.Second, code: `import time
+	{name: "timeout", timeout: 2 * time.Second, end: "timed out, SIGKILL 137", code: `import time
 print("start", flush=True)
 time.sleep(60)`},
-	{name: "out of memory", code: `chunks = []
+	{name: "out of memory", end: "out of memory, SIGKILL 137", code: `chunks = []
 while True:
     chunks.append(bytearray(16 << 20))`},
 	{name: "numpy", code: `import numpy as np
@@ -158,6 +158,33 @@ print("plotted")`},
 random.seed(1)
 print(random.random())`},
 	{name: "relative import", code: `from . import sibling`},
+	// The sandbox's init (issue 26): what pid 1 of the sandbox changes.
+	// The pids limit is below 300 (TestInitReapsOrphans checks it):
+	// unreaped, the zombies of the shells' background children would
+	// exhaust it.
+	{name: "orphans reaped", want: "done\n", end: "exit 0", code: `import os
+for i in range(300):
+    if os.system("true & exit 0") != 0:
+        raise SystemExit(f"child {i} failed")
+print("done")`},
+	{name: "self-signal", want: "before\n", end: "SIGTERM 143", code: `import os, signal
+print("before", flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+print("still here")`},
+	{name: "abort", want: "before\n", end: "SIGABRT 134", code: `import os
+print("before", flush=True)
+os.abort()`},
+	{name: "a nohup child", want: "started\n", end: "exit 0", code: `import subprocess
+subprocess.Popen(["nohup", "sleep", "1000"])
+print("started")`},
+	{name: "a double-forked daemon", want: "parent done\n", end: "exit 0", code: `import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(1000)
+    os._exit(0)
+os.wait()
+print("parent done")`},
 }
 
 // warmNode are the Node.js programs of the warm-start equivalence test.
@@ -230,10 +257,20 @@ fs.writeFileSync("out.txt", fs.readFileSync("in.txt", "utf8").toUpperCase())
 console.log(fs.readdirSync("."))`},
 	{name: "large output", code: `console.log("x".repeat(200000))
 console.error("y".repeat(100000))`},
-	{name: "timeout", timeout: 2 * time.Second, code: `console.log("start")
+	{name: "timeout", timeout: 2 * time.Second, end: "timed out, SIGKILL 137", code: `console.log("start")
 setInterval(() => {}, 1000)`},
-	{name: "out of memory", code: `const a = []
+	{name: "out of memory", end: "out of memory, SIGKILL 137", code: `const a = []
 for (;;) a.push(Buffer.alloc(16 << 20, 1))`},
 	{name: "intl and time zone", code: `console.log(Intl.DateTimeFormat().resolvedOptions().timeZone, new Date(0).toString())`},
 	{name: "builtins", code: `console.log(require("module").builtinModules.length, typeof require("fs").promises)`},
+	// The sandbox's init (issue 26), as for Python.
+	{name: "self-signal", want: "before\n", end: "SIGTERM 143", code: `console.log("before")
+process.kill(process.pid, "SIGTERM")
+setTimeout(() => console.log("still here"), 100)`},
+	{name: "orphans reaped", want: "done\n", end: "exit 0", code: `const cp = require("child_process")
+for (let i = 0; i < 300; i++) cp.execSync("true & exit 0")
+console.log("done")`},
+	{name: "a detached child", want: "started\n", end: "exit 0", code: `const cp = require("child_process")
+cp.spawn("sleep", ["1000"], {detached: true, stdio: "inherit"}).unref()
+console.log("started")`},
 }

@@ -26,6 +26,11 @@ type warmCase struct {
 	// want, if set, is the standard output both runs must give: for what
 	// the driver, present in both, could get wrong in both alike.
 	want string
+	// end, if set, is how both runs must end, as ending words it ("exit
+	// 0", "SIGTERM 143", "timed out, SIGKILL 137"): for an end both could
+	// get wrong alike, such as a signal the sandbox's pid 1 drops, or a
+	// run that hangs until its timeout.
+	end string
 }
 
 // warmLanguages are the languages of the equivalence test: each test
@@ -101,6 +106,7 @@ func compareWarm(t *testing.T, e *exec.Executor, lang string, c warmCase) {
 	}{
 		{"exit status", warm.ExitCode, cold.ExitCode},
 		{"signal", warm.Signal, cold.Signal},
+		{"signal unknown", warm.SignalUnknown, cold.SignalUnknown},
 		{"timed out", warm.TimedOut, cold.TimedOut},
 		{"OOM killed", warm.OOMKilled, cold.OOMKilled},
 		{"stdout bytes dropped", warm.StdoutDropped, cold.StdoutDropped},
@@ -120,6 +126,9 @@ func compareWarm(t *testing.T, e *exec.Executor, lang string, c warmCase) {
 	if c.want != "" && string(cold.Stdout) != c.want {
 		t.Errorf("stdout %q; want %q", cold.Stdout, c.want)
 	}
+	if c.end != "" && ending(cold) != c.end {
+		t.Errorf("ended %s; want %s", ending(cold), c.end)
+	}
 	if t.Failed() {
 		return
 	}
@@ -131,6 +140,29 @@ func compareWarm(t *testing.T, e *exec.Executor, lang string, c warmCase) {
 // the runtime's own init (runc's, in Go) had before it exec'd the init,
 // warm or cold alike, so it differs from one sandbox to the next.
 var nodePids = regexp.MustCompile(`\(node:[0-9]+\)`)
+
+// ending says how a run ended, in a few words: "timed out" and "out of
+// memory" if so, then the signal that killed it and the status
+// ("SIGKILL 137"), or the status alone ("exit 1"), then "signal
+// unknown" if the status may be a signal's or the program's own.
+func ending(r *exec.Result) string {
+	var parts []string
+	if r.TimedOut {
+		parts = append(parts, "timed out")
+	}
+	if r.OOMKilled {
+		parts = append(parts, "out of memory")
+	}
+	if r.Signal != "" {
+		parts = append(parts, fmt.Sprintf("%s %d", r.Signal, r.ExitCode))
+	} else {
+		parts = append(parts, fmt.Sprintf("exit %d", r.ExitCode))
+	}
+	if r.SignalUnknown {
+		parts = append(parts, "signal unknown")
+	}
+	return strings.Join(parts, ", ")
+}
 
 // fileSums describes output files by path and content, sorted.
 func fileSums(files []exec.File) []string {
