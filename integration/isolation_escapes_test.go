@@ -699,12 +699,12 @@ ctypes.string_at(0)
 		m.endedSession(t, r)
 		r.isError, r.out.ExitCode = false, 0 // for probeReport: the report came first
 		want := map[string]string{
-			"RLIMIT_CORE":             "0 0",
-			"fault":                   "signal 11 core dumped False",
-			"SIGSEGV":                 "signal 11 core dumped False",
-			"SIGSEGV to the init":     "ignored",
-			"cwd":                     "/workspace",
-			"core files":              "",
+			"RLIMIT_CORE":         "0 0",
+			"fault":               "signal 11 core dumped False",
+			"SIGSEGV":             "signal 11 core dumped False",
+			"SIGSEGV to the init": "ignored",
+			"cwd":                 "/workspace",
+			"core files":          "",
 		}
 		got := probeReport(t, r)
 		if pipe {
