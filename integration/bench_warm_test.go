@@ -194,8 +194,7 @@ func readyMemory(b *testing.B) map[string]float64 {
 		if err != nil {
 			continue
 		}
-		pid := task.Process.Pid
-		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		pid, cmd, _ := programOf(task.Process.Pid)
 		maps, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
 		kind := "in the stub"
 		switch c := string(cmd); {

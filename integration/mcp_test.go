@@ -13,6 +13,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -365,10 +366,14 @@ func tasksOf(ctx context.Context, client *containerd.Client) (taskSet, error) {
 		case tasktypes.Status_CREATED:
 			set.created = append(set.created, task.ID)
 		case tasktypes.Status_RUNNING:
-			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", task.Pid))
+			pid, b, err := programOf(task.Pid)
 			switch cmdline := string(b); {
 			case err != nil:
 				// Gone since the list: neither.
+			case pid == 0:
+				// The init has not yet forked the program (the stub
+				// or the interpreter): started a moment ago, as below.
+				set.created = append(set.created, task.ID)
 			case len(b) == 0:
 				// In the middle of an execve (the new image's arguments
 				// are not yet set up) or a zombie: not yet known, so
@@ -381,8 +386,8 @@ func tasksOf(ctx context.Context, client *containerd.Client) (taskSet, error) {
 				// Started a moment ago: runc's init has not yet
 				// exec'd the process (the stub or the program).
 				set.created = append(set.created, task.ID)
-			case isWarmDriver(task.Pid, cmdline):
-				if isWarmWaiting(task.Pid) {
+			case isWarmDriver(pid, cmdline):
+				if isWarmWaiting(pid) {
 					set.warm = append(set.warm, task.ID)
 				} else {
 					set.warming = append(set.warming, task.ID)
@@ -393,6 +398,32 @@ func tasksOf(ctx context.Context, client *containerd.Client) (taskSet, error) {
 		}
 	}
 	return set, nil
+}
+
+// programOf returns the pid and command line of the program of the
+// sandbox whose task's process is pid: the init's child (every sandbox
+// runs its program under the init, oci.InitPath), or pid itself while
+// runc's init has not yet exec'd the init. The pid is 0, with the init's
+// command line, while the init has not yet forked the program.
+func programOf(pid uint32) (uint32, []byte, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil || !strings.HasPrefix(string(b), sandboxoci.InitPath+"\x00") {
+		return pid, b, err
+	}
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return 0, b, err
+	}
+	f := strings.Fields(string(children))
+	if len(f) == 0 {
+		return 0, b, nil
+	}
+	child, err := strconv.ParseUint(f[0], 10, 32)
+	if err != nil {
+		return 0, b, err
+	}
+	b, err = os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", child))
+	return uint32(child), b, err
 }
 
 // isWarmDriver reports whether the process pid, with cmdline, is a warm
