@@ -45,6 +45,7 @@ type Exits struct {
 	f       *os.File // nil if the connector is not available
 	mu      sync.Mutex
 	tracked map[uint32]*Exit // by host pid
+	ended   bool             // the watch stopped reading: nothing more is heard
 	stopped chan struct{}
 }
 
@@ -62,6 +63,15 @@ type Exit struct {
 	child   atomic.Pointer[Exit]
 	isChild bool
 	pid     uint32 // its host pid
+	// forked is closed once child is set; execd once the process exec'd
+	// a program while tracked. Neither is closed where the kernel's word
+	// is missing: a waiter waits on done too.
+	forked chan struct{}
+	execd  chan struct{}
+}
+
+func newExit(since uint64, pid uint32) *Exit {
+	return &Exit{done: make(chan struct{}), forked: make(chan struct{}), execd: make(chan struct{}), since: since, pid: pid}
 }
 
 func NewExits(ctx context.Context, log *slog.Logger) *Exits {
@@ -126,6 +136,9 @@ func (w *Exits) read(log *slog.Logger) {
 			continue
 		}
 		if err != nil {
+			w.mu.Lock()
+			w.ended = true
+			w.mu.Unlock()
 			w.forget()
 			return
 		}
@@ -164,7 +177,9 @@ func (w *Exits) parse(b []byte) {
 				// An exec from before track (runc's own, say) may
 				// still be on its way: only later ones count.
 				if le.Uint64(m[exitEventOffset-8:]) > info.since {
-					info.execs++
+					if info.execs++; info.execs == 1 {
+						close(info.execd)
+					}
 				}
 			} else {
 				info.known, info.status = true, syscall.WaitStatus(le.Uint32(m[exitEventOffset+8:]))
@@ -188,8 +203,10 @@ func (w *Exits) forked(parent, child, childTgid uint32) {
 	if !ok || info.isChild || info.child.Load() != nil || IsClosed(info.done) {
 		return
 	}
-	c := &Exit{done: make(chan struct{}), since: info.since, pid: child, isChild: true}
+	c := newExit(info.since, child)
+	c.isChild = true
 	info.child.Store(c)
+	close(info.forked)
 	w.tracked[child] = c
 }
 
@@ -205,21 +222,27 @@ func (w *Exits) forget() {
 }
 
 // Track starts listening for the exit of host process pid; call it while
-// the process still runs, and untrack once its result is read.
+// the process still runs, and untrack once its result is read. Once the
+// watch stopped (its context ended), the Exit is done at once, unknown.
 func (w *Exits) Track(pid uint32) *Exit {
-	info := &Exit{done: make(chan struct{})}
 	var now unix.Timespec
+	var since uint64
 	if unix.ClockGettime(unix.CLOCK_MONOTONIC, &now) == nil {
-		info.since = uint64(now.Nano())
+		since = uint64(now.Nano())
 	}
-	info.pid = pid
+	info := newExit(since, pid)
 	if w.f == nil {
 		close(info.done)
 		return info
 	}
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	// Once the watch stopped, nothing more is heard of any process.
+	if w.ended {
+		close(info.done)
+		return info
+	}
 	w.tracked[pid] = info
-	w.mu.Unlock()
 	return info
 }
 
@@ -255,6 +278,15 @@ func (info *Exit) Execed() (n int, ok bool) {
 	}
 	return info.execs, true
 }
+
+// Forked is closed once the process forked its first child while
+// tracked (see Child); never where the kernel's word is missing, so wait
+// on Done too.
+func (info *Exit) Forked() <-chan struct{} { return info.forked }
+
+// FirstExec is closed once the process exec'd a program while tracked;
+// never where the kernel's word is missing, so wait on Done too.
+func (info *Exit) FirstExec() <-chan struct{} { return info.execd }
 
 // Child is the Exit of the first child process it forked while tracked
 // (the program its init runs), or nil if the watch saw none: it forked

@@ -7,6 +7,7 @@ import (
 	osexec "os/exec"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // rootWatch starts an exit watch for the test, which needs CAP_NET_ADMIN
@@ -163,5 +164,82 @@ func TestExitWatchTracksTheFirstChild(t *testing.T) {
 		if left != 0 {
 			t.Errorf("%q: %d processes still tracked after Untrack; want none", tt.script, left)
 		}
+	}
+}
+
+// Forked and FirstExec tell, while the processes run, that an init forked
+// its child and that the child exec'd its program: a child that cannot
+// exec ends with neither exec seen nor FirstExec closed. This is how a
+// sandbox tells, at its start, a stub that could not exec /bin/sh.
+func TestExitWatchSeesTheChildForkAndExec(t *testing.T) {
+	const tini = "/usr/bin/tini-static"
+	if _, err := os.Stat(tini); err != nil {
+		t.Fatalf("this test needs %s (apt-get install tini): %v", tini, err)
+	}
+	w := rootWatch(t)
+	for _, tt := range []struct {
+		child string
+		execs bool
+	}{
+		{"/bin/sh", true},
+		{"/no/such/program", false},
+	} {
+		cmd := osexec.Command("/bin/sh", "-c", `read _; exec `+tini+` -s -- "$0" -c 'read _'`, tt.child)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		info := w.Track(uint32(cmd.Process.Pid))
+		in.Write([]byte("\n"))
+		select {
+		case <-info.Forked():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no fork seen within 5s", tt.child)
+		}
+		child := info.Child()
+		select {
+		case <-child.FirstExec():
+			if !tt.execs {
+				t.Errorf("%s: its exec was seen; want none", tt.child)
+			}
+		case <-child.Done():
+			if n, ok := child.Execed(); tt.execs || !ok || n != 0 {
+				t.Errorf("%s: ended with %d execs (known %v); want it running after its exec", tt.child, n, ok)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: neither an exec nor an end within 5s", tt.child)
+		}
+		in.Write([]byte("\n"))
+		in.Close()
+		cmd.Wait()
+		w.Untrack(uint32(cmd.Process.Pid))
+	}
+}
+
+// A process tracked once the watch stopped (the server is shutting down)
+// is told unknown at once: nothing would ever close its Done, and a
+// sandbox being made then waited for it until its own deadline.
+func TestExitWatchStoppedTellsNewProcessesUnknown(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root (CAP_NET_ADMIN) for the kernel's process events; make test runs as root")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewExits(ctx, slog.New(slog.DiscardHandler))
+	if !w.Usable() {
+		t.Fatal("the process events connector did not open as root")
+	}
+	cancel()
+	w.Wait()
+	info := w.Track(uint32(os.Getpid()))
+	select {
+	case <-info.Done():
+	default:
+		t.Fatal("tracked after the watch stopped: not done; want done at once")
+	}
+	if _, ok := info.Execed(); ok {
+		t.Error("tracked after the watch stopped: known; want unknown")
 	}
 }
