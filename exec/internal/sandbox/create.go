@@ -147,7 +147,63 @@ func (s *Sandbox) startAhead(ctx context.Context) error {
 	if err := s.task.Start(ctx); err != nil {
 		return fmt.Errorf("start %s in %s: %w", what, s.lang.Image, err)
 	}
+	if s.start != nil && s.warm == nil {
+		if err := s.awaitStub(ctx); err != nil {
+			return fmt.Errorf("start %s in %s: %w", what, s.lang.Image, err)
+		}
+	}
 	return nil
+}
+
+// stubExecTimeout bounds awaitStub's wait for the stub's exec.
+const stubExecTimeout = 5 * time.Second
+
+// awaitStub waits, once a stub sandbox's task started, until the init's
+// child has exec'd the waiting /bin/sh, and fails where it ended first
+// (an image without /bin/sh): the pool then makes this sandbox without
+// the stub and tries it again for the next, as it did when /bin/sh was
+// the task's own process and runc refused to create it. Where the
+// kernel's word is missing, or the exec takes longer than
+// stubExecTimeout, it does not fail: a run then finds the stub ended
+// (StubEnded), or waiting.
+func (s *Sandbox) awaitStub(ctx context.Context) error {
+	if s.h.Init == "" {
+		return nil
+	}
+	t := time.NewTimer(stubExecTimeout)
+	defer t.Stop()
+	select {
+	case <-s.exit.Forked():
+	case <-s.exit.Done():
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	child := s.exit.Child()
+	if child == nil {
+		if _, ok := s.exit.Execed(); !ok {
+			return nil
+		}
+		return fmt.Errorf("the init ended without starting it")
+	}
+	select {
+	case <-child.FirstExec():
+		return nil
+	case <-child.Done():
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// Both may be ready at once: only an end with no exec failed.
+	if n, ok := child.Execed(); !ok || n > 0 {
+		return nil
+	}
+	// The init exits with its child: its last words are all there is.
+	s.Drain()
+	why, _ := s.stderr.Bytes()
+	return fmt.Errorf("%s: %w", initFatal(why), errdefs.ErrFailedPrecondition)
 }
 
 // makeDir creates the sandbox's host directory, with the owner's labels in

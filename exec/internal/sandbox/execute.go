@@ -64,6 +64,15 @@ func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.Fi
 	if n, ok := s.program().Execed(); ok && s.start != nil && s.warm == nil && n < 2 && !res.TimedOut {
 		return nil, &StubEnded{Code: status}
 	}
+	// An init whose child never exec'd could not start the program (no
+	// such interpreter in the image, say): the run failed to start, as
+	// a program that is its container's first process fails in
+	// containerd's Start. The init said why on the program's stderr.
+	if n, ok := s.program().Execed(); ok && s.h.Init != "" && s.start == nil && s.warm == nil && n == 0 && !res.TimedOut {
+		s.Drain()
+		why, _ := s.stderr.Bytes()
+		return nil, fmt.Errorf("start %s in %s: %s (status %d)", s.lang.Command[0], s.lang.Image, initFatal(why), status)
+	}
 	res.Duration = time.Since(start)
 	s.Drain()
 	drained := time.Now()

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/containerd/errdefs"
 )
@@ -63,4 +64,19 @@ func checkStatic(path string) error {
 		}
 	}
 	return nil
+}
+
+// initFatal is the reason the init gave on stderr for a program it could
+// not start ("exec python3 failed: No such file or directory", from tini's
+// "[FATAL tini (7)] exec python3 failed: ..."), or a sentence saying it
+// gave none.
+func initFatal(stderr []byte) string {
+	line, _, _ := strings.Cut(strings.TrimSpace(string(stderr)), "\n")
+	if _, why, ok := strings.Cut(line, "] "); ok && strings.HasPrefix(line, "[FATAL ") {
+		line = why
+	}
+	if line == "" {
+		return "the init could not exec it and said nothing"
+	}
+	return "the init could not exec it: " + line
 }

@@ -47,3 +47,17 @@ func TestCheckInit(t *testing.T) {
 		t.Errorf("CheckInit(\"\") = %q, %v; want %s, nil", got, err, DefaultInit)
 	}
 }
+
+// initFatal gives tini's reason for a program it could not start, without
+// its prefix, and says so where the init said nothing.
+func TestInitFatal(t *testing.T) {
+	for _, c := range []struct{ stderr, want string }{
+		{"[FATAL tini (7)] exec python3 failed: No such file or directory\n", "the init could not exec it: exec python3 failed: No such file or directory"},
+		{"something else\nand more\n", "the init could not exec it: something else"},
+		{"", "the init could not exec it and said nothing"},
+	} {
+		if got := initFatal([]byte(c.stderr)); got != c.want {
+			t.Errorf("initFatal(%q) = %q; want %q", c.stderr, got, c.want)
+		}
+	}
+}
