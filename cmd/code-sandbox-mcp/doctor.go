@@ -245,10 +245,7 @@ func checkRuntimeBinary(c *checker, bin string) {
 		c.fail("runtime", fmt.Sprintf("%s: %v", bin, err), "install it there, or set [containerd] runtime_binary to where it is")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := osexec.CommandContext(ctx, path, "--version").Output()
-	first, _, _ := strings.Cut(string(out), "\n")
+	first, err := versionLine(path)
 	if err != nil {
 		c.fail("runtime", fmt.Sprintf("%s --version: %v", path, err), "reinstall "+filepath.Base(path))
 		return
@@ -336,15 +333,21 @@ func checkInit(c *checker, cfg *config.Config) {
 		c.fail("init", err.Error(), "apt-get install tini, or set [sandbox] init to a static init such as tini-static")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := osexec.CommandContext(ctx, path, "--version").Output()
-	first, _, _ := strings.Cut(string(out), "\n")
+	first, err := versionLine(path)
 	if err != nil {
 		c.fail("init", fmt.Sprintf("%s --version: %v", path, err), "reinstall it, or set [sandbox] init to a static init such as tini-static")
 		return
 	}
 	c.ok("init", path+": "+first+", pid 1 of every sandbox")
+}
+
+// versionLine runs path --version and returns the first line it printed.
+func versionLine(path string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := osexec.CommandContext(ctx, path, "--version").Output()
+	first, _, _ := strings.Cut(string(out), "\n")
+	return first, err
 }
 
 // checkSeccomp reports whether the kernel supports seccomp filters.
