@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	osexec "os/exec"
@@ -46,14 +47,7 @@ func TestExitWatchTellsSignalFromExitStatus(t *testing.T) {
 		{"kill -VTALRM $$", 128 + 26, syscall.SIGVTALRM},
 	} {
 		// The shell waits for a line, so that it is tracked before it ends.
-		cmd := osexec.Command("/bin/sh", "-c", "read _; "+tt.script)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, in := startWithStdin(t, "/bin/sh", "-c", "read _; "+tt.script)
 		info := w.Track(uint32(cmd.Process.Pid))
 		in.Write([]byte("\n"))
 		cmd.Wait()
@@ -67,6 +61,21 @@ func TestExitWatchTellsSignalFromExitStatus(t *testing.T) {
 			t.Errorf("%q with status %d: known; want unknown, as it does not match", tt.script, tt.code+1)
 		}
 	}
+}
+
+// startWithStdin starts the command name args with a pipe to its
+// standard input, for it to wait on.
+func startWithStdin(t *testing.T, name string, args ...string) (*osexec.Cmd, io.WriteCloser) {
+	t.Helper()
+	cmd := osexec.Command(name, args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, in
 }
 
 // Without the connector, nothing is known, and nobody waits for it.
@@ -136,14 +145,7 @@ func TestExitWatchTracksTheFirstChild(t *testing.T) {
 	} {
 		// The shell waits for a line, tracked, then becomes tini, whose
 		// first child is the script; -s makes tini the reaper it is as pid 1.
-		cmd := osexec.Command("/bin/sh", "-c", `read _; exec `+tini+` -s -- /bin/sh -c "$0"`, tt.script)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, in := startWithStdin(t, "/bin/sh", "-c", `read _; exec `+tini+` -s -- /bin/sh -c "$0"`, tt.script)
 		info := w.Track(uint32(cmd.Process.Pid))
 		in.Write([]byte("\n"))
 		cmd.Wait()
@@ -184,14 +186,7 @@ func TestExitWatchSeesTheChildForkAndExec(t *testing.T) {
 		{"/bin/sh", true},
 		{"/no/such/program", false},
 	} {
-		cmd := osexec.Command("/bin/sh", "-c", `read _; exec `+tini+` -s -- "$0" -c 'read _'`, tt.child)
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		cmd, in := startWithStdin(t, "/bin/sh", "-c", `read _; exec `+tini+` -s -- "$0" -c 'read _'`, tt.child)
 		info := w.Track(uint32(cmd.Process.Pid))
 		in.Write([]byte("\n"))
 		select {
