@@ -124,6 +124,10 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	opts = append([]server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
+		// logging: a client may ask, with logging/setLevel, for a run's
+		// output as log records; mcp-go keeps the level per MCP session
+		// (error until the client sets one).
+		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithOutputSchemaValidation(),
 		server.WithInstructions(instructions(sandboxes, sess)),
