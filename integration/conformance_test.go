@@ -49,8 +49,9 @@ func TestConformance(t *testing.T) {
 	// The suite is one client that opens a session per scenario, some 30
 	// within a second or two: past [http] rate_burst (20) its initializes
 	// would get 429, which is the fair share working (TestHTTPLimitsRate),
-	// not a conformance failure.
-	s := startHTTPWith(t, serverSpec{config: "[http]\nrate_limit = 0\n"}, httpOptions{netns: true})
+	// not a conformance failure. It runs no program: no ready sandboxes.
+	cfg := "[http]\nrate_limit = 0\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"
+	s := startHTTPWith(t, serverSpec{config: cfg}, httpOptions{netns: true})
 	u, err := url.Parse(s.base + "/mcp")
 	if err != nil {
 		t.Fatal(err)
