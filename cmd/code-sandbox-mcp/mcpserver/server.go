@@ -124,9 +124,8 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	opts = append([]server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
-		// logging: a client may ask, with logging/setLevel, for a run's
-		// output as log records; mcp-go keeps the level per MCP session
-		// (error until the client sets one).
+		// Runs stream their output as info log messages to a client that
+		// asks (logging/setLevel): see callStream.
 		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithOutputSchemaValidation(),
