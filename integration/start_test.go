@@ -331,7 +331,7 @@ func startHTTPWith(t *testing.T, spec serverSpec, o httpOptions) *httpServer {
 			t.Fatalf("a server in a network namespace of its own needs unshare (util-linux): %v", err)
 		}
 		if _, err := osexec.LookPath("ip"); err != nil {
-			t.Fatalf("a server in a network namespace of its own needs ip (iproute2, which scripts/setup test-packages installs): %v", err)
+			t.Fatalf("a server in a network namespace of its own needs ip (iproute2, as the isolation suite's network cases do): %v", err)
 		}
 		cmd.Args = append([]string{"unshare", "--net", "--", "/bin/sh", "-c", `ip link set lo up && exec "$@"`, "sh", cmd.Path}, cmd.Args[1:]...)
 		cmd.Path = unshare
