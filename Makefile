@@ -9,7 +9,8 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-print-directory
 
-# CACHE holds image archives and the containerd v2 build; it is expanded by
+# CACHE holds image archives, the containerd v2 build, and Node.js 22 with
+# the npm packages of integration/node (scripts/setup node); it is expanded by
 # the shell, so it follows XDG_CACHE_HOME and HOME at run time.
 CACHE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/code-sandbox-mcp
 BIN := bin/code-sandbox-mcp

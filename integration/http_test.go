@@ -181,6 +181,16 @@ func TestHTTPOrigin(t *testing.T) {
 	if status, _, body := s.post(t, nil); status != http.StatusOK {
 		t.Errorf("no Origin (not a browser): got %d %q; want 200", status, body)
 	}
+	// The server's own origin, the address the request reached, passes
+	// though --allowed-origins does not name it; a rebinding page's,
+	// its own name at the server's port, does not.
+	if status, _, body := s.post(t, map[string]string{"Origin": s.base}); status != http.StatusOK {
+		t.Errorf("the server's own Origin %s: got %d %q; want 200", s.base, status, body)
+	}
+	port := s.base[strings.LastIndex(s.base, ":"):]
+	if status, _, body := s.post(t, map[string]string{"Origin": "http://evil.example" + port}); status != http.StatusForbidden {
+		t.Errorf("a rebinding page's Origin: got %d %q; want 403", status, body)
+	}
 }
 
 func TestHTTPPrincipalsDoNotShareSessions(t *testing.T) {

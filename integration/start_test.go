@@ -296,6 +296,11 @@ type httpOptions struct {
 	// tls, if set, is served with --tls-cert and --tls-key, and the
 	// clients trust its CA only.
 	tls *testCA
+	// netns, if set, runs the server in a network namespace of its own
+	// with loopback alone: its address is reachable only from that
+	// namespace (see httpServer.inNetns), and a client there can reach
+	// nothing else.
+	netns bool
 }
 
 // startHTTP starts the binary of spec with --http on a port of its
@@ -318,6 +323,19 @@ func startHTTPWith(t *testing.T, spec serverSpec, o httpOptions) *httpServer {
 	}
 	spec.args = append(append([]string{"--http", "127.0.0.1:0"}, tlsArgs...), spec.args...)
 	cmd, stateDir := serverCommand(t, spec)
+	if o.netns {
+		// unshare execs sh in the new namespace, and sh, once loopback is
+		// up, the server: the process started is the server's.
+		unshare, err := osexec.LookPath("unshare")
+		if err != nil {
+			t.Fatalf("a server in a network namespace of its own needs unshare (util-linux): %v", err)
+		}
+		if _, err := osexec.LookPath("ip"); err != nil {
+			t.Fatalf("a server in a network namespace of its own needs ip (iproute2, as the isolation suite's network cases do): %v", err)
+		}
+		cmd.Args = append([]string{"unshare", "--net", "--", "/bin/sh", "-c", `ip link set lo up && exec "$@"`, "sh", cmd.Path}, cmd.Args[1:]...)
+		cmd.Path = unshare
+	}
 	s := &httpServer{client: client, stderr: &syncBuffer{}, stateDir: stateDir, cmd: cmd, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	if err := cmd.Start(); err != nil {

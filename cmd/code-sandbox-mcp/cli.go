@@ -60,7 +60,8 @@ HTTP flags (serving only: with --http, and no subcommand):
   --http ADDR               serve streamable HTTP on ADDR (HOST:PORT) instead of stdio
   --auth-tokens FILE        token file, "NAME SHA256HEX" a line (config [http] auth_tokens);
                             without it ADDR must be loopback
-  --allowed-origins A,B     browser origins allowed to call (config [http] allowed_origins)
+  --allowed-origins A,B     browser origins allowed to call (config [http] allowed_origins),
+                            besides the server's own on loopback
   --tls-cert FILE, --tls-key FILE
                             serve HTTPS with this certificate and key
   --shutdown-grace D        on SIGTERM, how long calls in flight may finish before

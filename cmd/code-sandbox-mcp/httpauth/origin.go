@@ -10,15 +10,16 @@ import (
 )
 
 // CheckOrigin serves next only the requests whose Origin header, if they
-// have one, is one of allowed: MCP's defence against DNS rebinding, where
-// a web page the user visits gets its browser to call a server on the
-// user's machine under a name the attacker controls. Origins are compared
-// as ParseOrigin writes them, so case and default ports do not matter; an
-// entry of allowed that ParseOrigin refuses matches nothing. A request
-// with more than one Origin header, an unparsable one, or one not allowed
-// (the opaque "null" included) gets 403 with a short plain-text reason.
-// A request without Origin, as from any client that is not a browser,
-// passes.
+// have one, is one of allowed or the server's own (see ownOrigin): MCP's
+// defence against DNS rebinding, where a web page the user visits gets
+// its browser to call a server on the user's machine under a name the
+// attacker controls. Origins are compared as ParseOrigin writes them, so
+// case and default ports do not matter; an entry of allowed that
+// ParseOrigin refuses matches nothing. A request with more than one
+// Origin header, an unparsable one, or one neither allowed nor the
+// server's own (the opaque "null" included) gets 403 with a short
+// plain-text reason. A request without Origin, as from any client that
+// is not a browser, passes.
 func CheckOrigin(allowed []string, next http.Handler) http.Handler {
 	ok := map[string]bool{}
 	for _, a := range allowed {
@@ -41,12 +42,64 @@ func CheckOrigin(allowed []string, next http.Handler) http.Handler {
 			http.Error(w, "forbidden: malformed Origin header", http.StatusForbidden)
 			return
 		}
-		if !ok[o] {
-			http.Error(w, fmt.Sprintf("forbidden: origin %s is not allowed", o), http.StatusForbidden)
+		if !ok[o] && !ownOrigin(o, r) {
+			http.Error(w, fmt.Sprintf("forbidden: origin %s is not allowed (--allowed-origins)", o), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ownOrigin reports whether o, as ParseOrigin writes it, is the origin of
+// the loopback address r reached: r's connection is on loopback (the
+// local address of http.LocalAddrContextKey), o's scheme is https with
+// TLS and http without, its port (or its scheme's default) is the local
+// address's, and its host is that address's IP or localhost. MCP asks a
+// server to accept its own origin, and the conformance suite sends it.
+//
+// It is judged against the listener's address, never against the Host
+// header, which the browser takes from the page's URL: a rebinding page
+// at http://evil.example:PORT sends Host evil.example:PORT and that very
+// name as its Origin, and its Origin names no loopback address (nor does
+// its Host pass CheckHost). An origin this passes is a page served from
+// the listener's own address and port, and this server serves no pages;
+// or, through localhost, from the other loopback family's address at the
+// same port, which only a process on this machine can listen on.
+func ownOrigin(o string, r *http.Request) bool {
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if local == nil {
+		return false
+	}
+	lhost, lport, err := net.SplitHostPort(local.String())
+	if err != nil {
+		return false
+	}
+	lip, err := netip.ParseAddr(lhost)
+	if err != nil || !lip.Unmap().IsLoopback() {
+		return false
+	}
+	u, err := url.Parse(o)
+	if err != nil {
+		return false
+	}
+	scheme, port := "http", u.Port()
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if u.Scheme != scheme {
+		return false
+	}
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[scheme]
+	}
+	if port != lport {
+		return false
+	}
+	if u.Hostname() == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(u.Hostname())
+	return err == nil && ip.Unmap() == lip.Unmap()
 }
 
 // ParseOrigin returns the origin s in the form CheckOrigin compares:

@@ -124,6 +124,9 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	opts = append([]server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
+		// Runs stream their output as info log messages to a client that
+		// asks (logging/setLevel): see callStream.
+		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithOutputSchemaValidation(),
 		server.WithInstructions(instructions(sandboxes, sess)),
