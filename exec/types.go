@@ -16,7 +16,8 @@ type Request struct {
 	Language string
 	Code     string
 	// Timeout overrides the language's default; zero keeps it. It may not
-	// exceed the language's Limits.MaxTimeout.
+	// exceed the language's Limits.RunCap (its MaxTaskTimeout): which cap
+	// a call gets is its caller's to check.
 	Timeout time.Duration
 	// Files are written under the workspace (oci.WorkspaceDir), which is
 	// the program's working directory, before it starts. Run refuses a
