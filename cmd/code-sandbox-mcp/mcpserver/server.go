@@ -77,10 +77,14 @@ type Options struct {
 	// session_id argument.
 	Sessions SessionManager
 	// Principal names the client a call comes from, which owns the
-	// sessions it creates and the output files of its runs, and alone may
-	// use them; nil names every caller "local", the one client of a server
-	// over stdio.
+	// sessions it creates, the output files of its runs and its tasks, and
+	// alone may use them; nil names every caller "local", the one client
+	// of a server over stdio.
 	Principal func(ctx context.Context) string
+	// Tasks, if not nil and its Max is not 0, lets the language tools and
+	// create_session run as MCP tasks; the caller closes it at shutdown,
+	// before the executor (Tasks.Close). A Tasks serves one server.
+	Tasks *Tasks
 
 	// now reads the clock of the file store; nil is time.Now.
 	now func() time.Time
@@ -121,13 +125,19 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		sandboxes[i] = sb
 	}
 	sess := newSessions(o, langs)
-	opts = append([]server.ServerOption{
+	own := []server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		server.WithRecovery(),
 		server.WithOutputSchemaValidation(),
 		server.WithInstructions(instructions(sandboxes, sess)),
-	}, opts...)
+	}
+	if o.Tasks.offered() {
+		// The tasks' middleware comes before the caller's, so that it is
+		// the outermost: a task's run includes what those do.
+		own = append(own, server.WithTaskCapabilities(true, true, true), server.WithToolHandlerMiddleware(o.Tasks.middleware))
+	}
+	opts = append(own, opts...)
 	s := server.NewMCPServer(serverName, o.Version, opts...)
 	hooks := s.GetHooks()
 	if hooks == nil {
@@ -136,9 +146,16 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	}
 	new(handshake).addTo(hooks)
 	hooks.AddBeforeReadResource(matchFileTemplate)
+	if o.Tasks.offered() {
+		timeouts := map[string]time.Duration{}
+		for _, l := range langs {
+			timeouts[l.Tool] = l.Limits.Timeout
+		}
+		o.Tasks.setUp(o, timeouts, hooks)
+	}
 	store := o.fileStore()
 	for i, l := range langs {
-		s.AddTool(newTool(l, sandboxes[i], store.keep, sess), toolHandler(l.Name, l.Limits, run, store, o, sess))
+		s.AddTool(newTool(l, sandboxes[i], store.keep, sess, o.Tasks.offered()), toolHandler(l.Name, l.Limits, run, store, o, sess))
 	}
 	if sess != nil {
 		sess.addTools(s, o)
