@@ -402,10 +402,12 @@ func (t *Tasks) afterCall(ctx context.Context, _ any, req *mcp.CallToolRequest, 
 		tk.stop(errExpired)
 	})
 	t.mu.Unlock()
-	close(tk.named)
+	// Recorded before the run may begin (it waits for named), so that the
+	// task's creation comes before its run in the audit log.
 	if tk.refusal == "" {
 		t.event(TaskEvent{Task: id, Principal: tk.principal, Tool: tk.tool, Status: taskWorking, TTL: tk.ttl})
 	}
+	close(tk.named)
 }
 
 // onError forgets a call as a task that mcp-go refused (an unknown tool).
