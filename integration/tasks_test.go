@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -306,5 +307,71 @@ func TestTaskSIGTERM(t *testing.T) {
 	}
 	if got, want := strings.Join(events, " "), "task_created:working run_started:<nil> run_ended:<nil> task_ended:cancelled"; got != want {
 		t.Errorf("the task's audit records: %s; want %s", got, want)
+	}
+}
+
+// A call run as a task through the official TypeScript SDK's client
+// (testdata/tasks-sdk.mjs) over stdio: the tools declare task support,
+// callToolStream gets the task at once, sees it working with how long it
+// has run, then completed, and its result is the usual one; the server
+// exits with the client and leaves nothing. It runs once: the daemon does
+// not change what the client sees.
+func TestTaskTypeScriptSDK(t *testing.T) {
+	serverOnly(t, "2.x")
+	node, modules := nodeTools(t)
+	cmd, stateDir := serverCommand(t, serverSpec{})
+	env := map[string]string{}
+	for _, kv := range cmd.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	server, err := json.Marshal(map[string]any{"command": cmd.Path, "args": cmd.Args[1:], "env": env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := json.Marshal(map[string]any{"name": "run_python_code", "arguments": map[string]any{
+		"code": "import time\nfor i in range(4):\n    print(f'tick {i}', flush=True)\n    time.sleep(1)", "timeout_seconds": 30}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := osexec.CommandContext(testContext(t), node, "testdata/tasks-sdk.mjs")
+	script.Env = []string{"PATH=" + os.Getenv("PATH"), "SANDBOX_NODE_MODULES=" + modules, "TASKS_SDK_SERVER=" + string(server), "TASKS_SDK_CALL=" + string(call)}
+	var stderr syncBuffer
+	script.Stderr = &stderr
+	out, err := script.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\nstderr:\n%s", script, err, &stderr)
+	}
+	assertNoLeftovers(t, stateDir)
+	var got struct {
+		TaskTools []string `json:"taskTools"`
+		TaskID    string   `json:"taskId"`
+		Statuses  []struct {
+			Status  string `json:"status"`
+			Message string `json:"message"`
+		} `json:"statuses"`
+		Result *struct {
+			Content []struct {
+				Text string `json:"text"`
+			} `json:"content"`
+			IsError bool `json:"isError"`
+		} `json:"result"`
+		Error *string `json:"error"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("the script printed %q: %v\nstderr:\n%s", out, err, &stderr)
+	}
+	if want := "create_session run_js_code run_python_code"; strings.Join(got.TaskTools, " ") != want {
+		t.Errorf("tools with task support %v; want %s", got.TaskTools, want)
+	}
+	if got.TaskID == "" || got.Error != nil || got.Result == nil {
+		t.Fatalf("callToolStream: %s; want a task and its result\nstderr:\n%s", out, &stderr)
+	}
+	n := len(got.Statuses)
+	if n < 2 || got.Statuses[0].Status != "working" || !strings.Contains(got.Statuses[0].Message, "Running for") || got.Statuses[n-1].Status != "completed" {
+		t.Errorf("statuses %+v; want working (saying how long it has run), then completed", got.Statuses)
+	}
+	if got.Result.IsError || len(got.Result.Content) == 0 || got.Result.Content[0].Text != "tick 0\ntick 1\ntick 2\ntick 3\n" {
+		t.Errorf("result %+v; want the usual result", got.Result)
 	}
 }

@@ -434,3 +434,31 @@ func TestTaskModernClient(t *testing.T) {
 		t.Errorf("a 2026-07-28 call with task: %v; want the plain result", res)
 	}
 }
+
+// create_session runs as a task too, for its principal: the session is
+// the caller's, and tasks/result is create_session's usual result.
+func TestTaskCreateSession(t *testing.T) {
+	m := &fakeSessions{limits: defaultSessionLimits()}
+	o := testOptions
+	o.Sessions, o.Tasks = m, &Tasks{Max: 4, Retention: time.Minute}
+	o.Principal = func(context.Context) string { return "alice" }
+	s, err := New(t.Context(), o, sessionLangs(t), noRun(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := connect(t, s, nil)
+	task, err := callAsTask(t, c, createSessionTool, map[string]any{"language": "python"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.TaskResult(t.Context(), mcp.TaskResultRequest{Params: mcp.TaskResultParams{TaskId: task.TaskId}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || !strings.Contains(res.Content[0].(mcp.TextContent).Text, "Session s1 (python) is open") {
+		t.Errorf("tasks/result of create_session: %+v", res.Content)
+	}
+	if got := m.recorded(); len(got) != 1 || !strings.HasPrefix(got[0], "create alice python") {
+		t.Errorf("session calls %v; want one create for alice", got)
+	}
+}
