@@ -311,7 +311,9 @@ func jsonKind(raw json.RawMessage) string {
 func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, o Options, sess *sessions) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tk := taskOf(ctx)
-		a, err := parseArgs(req.GetRawArguments(), lang, lim, sess, tk != nil, o.Tasks.offered())
+		// A 2026-07-28 client has no tasks here: a refusal does not point it
+		// to them.
+		a, err := parseArgs(req.GetRawArguments(), lang, lim, sess, tk != nil, o.Tasks.offered() && !server.IsModernRequest(ctx))
 		if err != nil {
 			return mcp.NewToolResultError(err.Error() + ". Nothing was run."), nil
 		}
