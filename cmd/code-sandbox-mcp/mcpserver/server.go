@@ -173,7 +173,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 			mcp.WithMIMEType("application/json"),
 		),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes, sess), "", "  ")
+			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes, sess, o.Tasks), "", "  ")
 			if err != nil {
 				return nil, err
 			}
@@ -225,27 +225,30 @@ type environment struct {
 // limitsOutput is what every run of a language gets. Network, the file
 // system, memory, CPUs and pids are read from the language's spec.
 type limitsOutput struct {
-	MemoryBytes          int64            `json:"memory_bytes"`
-	CPUs                 float64          `json:"cpus"`
-	Pids                 int64            `json:"pids"`
-	FileBytes            int64            `json:"file_bytes"`
-	OpenFiles            uint64           `json:"open_files"`
-	TimeoutSeconds       float64          `json:"timeout_seconds"`
-	MaxTimeoutSeconds    float64          `json:"max_timeout_seconds"`
-	OutputBytesPerStream int64            `json:"output_bytes_per_stream"`
-	CodeBytes            int64            `json:"code_bytes"`
-	Network              bool             `json:"network"`
-	ReadOnlyRootFS       bool             `json:"read_only_rootfs"`
-	Writable             []writableOutput `json:"writable"`
-	Home                 string           `json:"home"`
-	Workspace            string           `json:"workspace"`
-	WorkspaceBytes       int64            `json:"workspace_bytes"`
-	FilesInBytes         int64            `json:"files_in_bytes"`
-	MaxFilesIn           int              `json:"max_files_in"`
-	FilesOutBytes        int64            `json:"files_out_bytes"`
-	MaxFilesOut          int              `json:"max_files_out"`
-	MaxImages            int              `json:"max_images"`
-	ImageBytes           int64            `json:"image_bytes"`
+	MemoryBytes       int64   `json:"memory_bytes"`
+	CPUs              float64 `json:"cpus"`
+	Pids              int64   `json:"pids"`
+	FileBytes         int64   `json:"file_bytes"`
+	OpenFiles         uint64  `json:"open_files"`
+	TimeoutSeconds    float64 `json:"timeout_seconds"`
+	MaxTimeoutSeconds float64 `json:"max_timeout_seconds"`
+	// MaxTaskTimeoutSeconds is what a call run as a task may ask for; 0
+	// if the server offers no tasks.
+	MaxTaskTimeoutSeconds float64          `json:"max_task_timeout_seconds"`
+	OutputBytesPerStream  int64            `json:"output_bytes_per_stream"`
+	CodeBytes             int64            `json:"code_bytes"`
+	Network               bool             `json:"network"`
+	ReadOnlyRootFS        bool             `json:"read_only_rootfs"`
+	Writable              []writableOutput `json:"writable"`
+	Home                  string           `json:"home"`
+	Workspace             string           `json:"workspace"`
+	WorkspaceBytes        int64            `json:"workspace_bytes"`
+	FilesInBytes          int64            `json:"files_in_bytes"`
+	MaxFilesIn            int              `json:"max_files_in"`
+	FilesOutBytes         int64            `json:"files_out_bytes"`
+	MaxFilesOut           int              `json:"max_files_out"`
+	MaxImages             int              `json:"max_images"`
+	ImageBytes            int64            `json:"image_bytes"`
 }
 
 // writableOutput is a path a run can write to, and its size; 0 when the
@@ -264,6 +267,14 @@ type environmentsOutput struct {
 	Files filesOutput `json:"files"`
 	// Sessions bounds the sessions; MaxSessions is 0 if there are none.
 	Sessions sessionsOutput `json:"sessions"`
+	// Tasks bounds the tasks; MaxTasks is 0 if there are none.
+	Tasks tasksOutput `json:"tasks"`
+}
+
+// tasksOutput bounds the tasks, server-wide: see Tasks.
+type tasksOutput struct {
+	MaxTasks               int     `json:"max_tasks"`
+	ResultRetentionSeconds float64 `json:"result_retention_seconds"`
 }
 
 // sessionsOutput bounds the sessions, server-wide.
@@ -285,8 +296,8 @@ type filesOutput struct {
 }
 
 // environments is the environments resource of a server of version,
-// whose output files store keeps, and which offers sess.
-func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions) environmentsOutput {
+// whose output files store keeps, and which offers sess and tasks.
+func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions, tasks *Tasks) environmentsOutput {
 	out := environmentsOutput{
 		Server: serverName, Version: version, Languages: map[string]environment{},
 		Files: filesOutput{URITemplate: filesURITemplate, RetentionSeconds: store.keep.Seconds(),
@@ -296,8 +307,15 @@ func environments(version string, store *fileStore, langs []config.Language, san
 		out.Sessions = sessionsOutput{MaxSessions: sess.limits.Max,
 			IdleTimeoutSeconds: seconds(sess.limits.IdleTimeout), MaxLifetimeSeconds: seconds(sess.limits.MaxLifetime)}
 	}
+	if tasks.offered() {
+		out.Tasks = tasksOutput{MaxTasks: tasks.Max, ResultRetentionSeconds: tasks.Retention.Seconds()}
+	}
 	for i, l := range langs {
 		lim, sb := l.Limits, sandboxes[i]
+		var maxTask float64
+		if tasks.offered() {
+			maxTask = lim.RunCap().Seconds()
+		}
 		writable := make([]writableOutput, 0, len(sb.Writable))
 		for _, w := range sb.Writable {
 			writable = append(writable, writableOutput{Path: w.Path, Bytes: w.Bytes})
@@ -308,9 +326,10 @@ func environments(version string, store *fileStore, langs []config.Language, san
 			Limits: limitsOutput{
 				MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
 				FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
-				TimeoutSeconds:       lim.Timeout.Seconds(),
-				MaxTimeoutSeconds:    lim.MaxTimeout.Seconds(),
-				OutputBytesPerStream: lim.OutputBytes, CodeBytes: lim.CodeBytes,
+				TimeoutSeconds:        lim.Timeout.Seconds(),
+				MaxTimeoutSeconds:     lim.MaxTimeout.Seconds(),
+				MaxTaskTimeoutSeconds: maxTask,
+				OutputBytesPerStream:  lim.OutputBytes, CodeBytes: lim.CodeBytes,
 				Network: sb.Network, ReadOnlyRootFS: sb.ReadOnlyRoot, Writable: writable, Home: sb.Home,
 				Workspace: oci.WorkspaceDir, WorkspaceBytes: lim.WorkspaceBytes,
 				FilesInBytes: lim.FilesInBytes, MaxFilesIn: lim.MaxFilesIn,
