@@ -17,7 +17,8 @@ import (
 // Tasks are the MCP tasks (protocol 2025-11-25) of a server: a client
 // that sends "task" with a call of a language tool or create_session
 // gets the task at once, while the call runs on; tasks/get tells its
-// status, how long it has run and the end of its output so far,
+// status, how long it has run and the end of its output so far (as the
+// executor tells it to exec.Request.Output),
 // tasks/result gives the call's usual result, tasks/cancel kills its run
 // as a cancelled call's is killed.
 //
@@ -236,8 +237,9 @@ func (t *Tasks) offered() bool {
 	return t != nil && t.Max > 0
 }
 
-// setUp readies t for a server of o whose language tools are langs' and
-// returns the server options that turn tasks on; its hooks go to hooks.
+// setUp readies t for a server of o whose language tools' default
+// timeouts are timeouts, by tool name, and adds its hooks to hooks. New
+// adds its middleware and the tasks capability.
 func (t *Tasks) setUp(o Options, timeouts map[string]time.Duration, hooks *server.Hooks) {
 	t.share = max(1, t.Max/max(1, o.Clients))
 	t.principal = o.Principal
