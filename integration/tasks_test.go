@@ -311,21 +311,36 @@ func TestTaskSIGTERM(t *testing.T) {
 }
 
 // A call run as a task through the official TypeScript SDK's client
-// (testdata/tasks-sdk.mjs) over stdio: the tools declare task support,
-// callToolStream gets the task at once, sees it working with how long it
-// has run, then completed, and its result is the usual one; the server
-// exits with the client and leaves nothing. It runs once: the daemon does
-// not change what the client sees.
+// (testdata/tasks-sdk.mjs), over stdio and over HTTP with a token: the
+// tools declare task support, callToolStream gets the task at once, sees
+// it working with how long it has run, then completed, and its result is
+// the usual one; nothing is left. It runs once: the daemon does not change
+// what the client sees.
 func TestTaskTypeScriptSDK(t *testing.T) {
 	serverOnly(t, "2.x")
 	node, modules := nodeTools(t)
-	cmd, stateDir := serverCommand(t, serverSpec{})
-	env := map[string]string{}
-	for _, kv := range cmd.Env {
-		k, v, _ := strings.Cut(kv, "=")
-		env[k] = v
-	}
-	server, err := json.Marshal(map[string]any{"command": cmd.Path, "args": cmd.Args[1:], "env": env})
+	t.Run("stdio", func(t *testing.T) {
+		cmd, stateDir := serverCommand(t, serverSpec{})
+		env := map[string]string{}
+		for _, kv := range cmd.Env {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+		sdkTask(t, node, modules, map[string]any{"command": cmd.Path, "args": cmd.Args[1:], "env": env})
+		assertNoLeftovers(t, stateDir)
+	})
+	t.Run("http", func(t *testing.T) {
+		path, tokens := tokenFile(t, "sdk")
+		s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}})
+		sdkTask(t, node, modules, map[string]any{"url": s.base + "/mcp", "token": tokens["sdk"]})
+	})
+}
+
+// sdkTask runs testdata/tasks-sdk.mjs with node against server and checks
+// what it saw.
+func sdkTask(t *testing.T, node, modules string, server map[string]any) {
+	t.Helper()
+	serverJSON, err := json.Marshal(server)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,14 +350,13 @@ func TestTaskTypeScriptSDK(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := osexec.CommandContext(testContext(t), node, "testdata/tasks-sdk.mjs")
-	script.Env = []string{"PATH=" + os.Getenv("PATH"), "SANDBOX_NODE_MODULES=" + modules, "TASKS_SDK_SERVER=" + string(server), "TASKS_SDK_CALL=" + string(call)}
+	script.Env = []string{"PATH=" + os.Getenv("PATH"), "SANDBOX_NODE_MODULES=" + modules, "TASKS_SDK_SERVER=" + string(serverJSON), "TASKS_SDK_CALL=" + string(call)}
 	var stderr syncBuffer
 	script.Stderr = &stderr
 	out, err := script.Output()
 	if err != nil {
 		t.Fatalf("%s: %v\nstderr:\n%s", script, err, &stderr)
 	}
-	assertNoLeftovers(t, stateDir)
 	var got struct {
 		TaskTools []string `json:"taskTools"`
 		TaskID    string   `json:"taskId"`

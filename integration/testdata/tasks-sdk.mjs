@@ -1,10 +1,11 @@
-// A call run as a task through the official TypeScript SDK's client over
-// stdio: tools/list, then callToolStream with a task, which polls
+// A call run as a task through the official TypeScript SDK's client, over
+// stdio or streamable HTTP: tools/list, then callToolStream with a task, which polls
 // tasks/get and fetches tasks/result. It prints one JSON line: the tools
 // that declare task support, the task's id, each status it saw with its
 // statusMessage and how long each poll's request took, and the result.
-// TestTaskTypeScriptSDK (tasks_test.go) starts it with the server's
-// command in TASKS_SDK_SERVER and the call in TASKS_SDK_CALL.
+// TestTaskTypeScriptSDK (tasks_test.go) starts it with the server in
+// TASKS_SDK_SERVER (its command, args and env, which the script starts,
+// or the url of one listening and a token) and the call in TASKS_SDK_CALL.
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -12,11 +13,14 @@ const modules = process.env.SANDBOX_NODE_MODULES;
 const sdk = (p) => import(pathToFileURL(join(modules, "@modelcontextprotocol/sdk/dist/esm", p)).href);
 const { Client } = await sdk("client/index.js");
 const { StdioClientTransport } = await sdk("client/stdio.js");
+const { StreamableHTTPClientTransport } = await sdk("client/streamableHttp.js");
 
 const server = JSON.parse(process.env.TASKS_SDK_SERVER);
 const call = JSON.parse(process.env.TASKS_SDK_CALL);
 const client = new Client({ name: "tasks-sdk", version: "1" }, { capabilities: {} });
-const transport = new StdioClientTransport({ command: server.command, args: server.args, env: server.env, stderr: "inherit" });
+const transport = server.url
+  ? new StreamableHTTPClientTransport(new URL(server.url), { requestInit: { headers: { Authorization: `Bearer ${server.token}` } } })
+  : new StdioClientTransport({ command: server.command, args: server.args, env: server.env, stderr: "inherit" });
 await client.connect(transport);
 
 const out = { taskTools: [], statuses: [], result: null, error: null };
@@ -37,8 +41,12 @@ for await (const m of client.experimental.tasks.callToolStream(call, undefined, 
 // exited within 2 s; a server deleting its sandboxes may need longer, and
 // the test checks that it leaves nothing. So end stdin and wait for its
 // exit here (the process is the transport's own, not in its API).
-const proc = transport._process;
-const exited = new Promise((resolve) => proc.once("close", resolve));
-proc.stdin.end();
-await exited;
+if (server.url) {
+  await client.close();
+} else {
+  const proc = transport._process;
+  const exited = new Promise((resolve) => proc.once("close", resolve));
+  proc.stdin.end();
+  await exited;
+}
 console.log(JSON.stringify(out));
