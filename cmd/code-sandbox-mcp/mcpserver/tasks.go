@@ -63,6 +63,8 @@ type Tasks struct {
 
 	share     int
 	principal func(ctx context.Context) string
+	// wait is taskWait; a test shortens it.
+	wait time.Duration
 	// timeouts are the default timeouts of the language tools, by name.
 	timeouts map[string]time.Duration
 	now      func() time.Time
@@ -245,6 +247,9 @@ func (t *Tasks) setUp(o Options, timeouts map[string]time.Duration, hooks *serve
 	t.principal = o.Principal
 	t.timeouts = timeouts
 	t.now = time.Now
+	if t.wait == 0 {
+		t.wait = taskWait
+	}
 	t.byKey = map[*mcp.TaskParams]*task{}
 	t.byID = map[string]*task{}
 	hooks.AddOnRequestInitialization(t.check)
@@ -363,9 +368,9 @@ func (t *Tasks) beforeCall(ctx context.Context, _ any, req *mcp.CallToolRequest)
 	}
 	tk := &task{
 		principal: t.owner(ctx), tool: req.Params.Name, created: now, timeout: timeout,
-		deadline: now.Add(timeout + taskWait), named: make(chan struct{}),
+		deadline: now.Add(timeout + t.wait), named: make(chan struct{}),
 	}
-	tk.ttl = timeout + taskWait + t.Retention
+	tk.ttl = timeout + t.wait + t.Retention
 	ttl := tk.ttl.Milliseconds()
 	key := &mcp.TaskParams{TTL: &ttl}
 	req.Params.Task = key

@@ -462,3 +462,50 @@ func TestTaskCreateSession(t *testing.T) {
 		t.Errorf("session calls %v; want one create for alice", got)
 	}
 }
+
+// A run that has not ended by its deadline (its timeout plus the wait for
+// a sandbox) is cancelled, saying why; result_retention later the task is
+// forgotten, result and all, and tasks/get says "task not found".
+func TestTaskDeadlineAndExpiry(t *testing.T) {
+	ended := make(chan error, 1)
+	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		<-ctx.Done() // a run that waits for a sandbox that does not come
+		ended <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}
+	ts := &Tasks{Max: 4, Retention: time.Second, wait: 200 * time.Millisecond}
+	c := connect(t, taskServer(t, ts, run, nil), nil)
+	task, err := callAsTask(t, c, "run_python_code", map[string]any{"code": "print(1)", "timeout_seconds": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.TTL == nil || *task.TTL != 2200 {
+		t.Errorf("ttl %v; want 2200 ms: 1s of timeout, 200ms of wait, 1s of retention", task.TTL)
+	}
+	select {
+	case why := <-ended:
+		if !errors.Is(why, errTooLate) {
+			t.Errorf("the run was cancelled by %v; want %v", why, errTooLate)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the run was not cancelled at its deadline")
+	}
+	waitStatus(t, c, task.TaskId, mcp.TaskStatusCancelled)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := c.GetTask(t.Context(), mcp.GetTaskRequest{Params: mcp.GetTaskParams{TaskId: task.TaskId}})
+		if err != nil && strings.Contains(err.Error(), errTaskNotFound.Error()) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tasks/get 5s after the task's ttl: %v; want %q", err, errTaskNotFound)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	ts.mu.Lock()
+	kept := len(ts.byKey) + len(ts.byID)
+	ts.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d tasks still kept after their expiry", kept)
+	}
+}
