@@ -27,6 +27,7 @@ type Config struct {
 	Sandbox    Sandbox                  `toml:"sandbox"`
 	Limits     LimitsTable              `toml:"limits"`
 	Sessions   Sessions                 `toml:"sessions"`
+	Tasks      Tasks                    `toml:"tasks"`
 	HTTP       HTTP                     `toml:"http"`
 	Audit      Audit                    `toml:"audit"`
 	Languages  map[string]LanguageTable `toml:"languages"`
@@ -99,6 +100,19 @@ type Sessions struct {
 	// MaxLifetime ends any session that old, busy or not.
 	IdleTimeout Duration `toml:"idle_timeout"`
 	MaxLifetime Duration `toml:"max_lifetime"`
+}
+
+// Tasks bounds the calls run as MCP tasks: a client that sends a task
+// with its call gets the task at once and polls for the result, which
+// the server keeps for it.
+type Tasks struct {
+	// MaxTasks is how many tasks are kept at once, running or ended and
+	// not yet expired, all clients together, each client holding an equal
+	// share; 0 offers no tasks.
+	MaxTasks int `toml:"max_tasks"`
+	// ResultRetention is how long an ended task, and its result, are kept
+	// after its run's deadline.
+	ResultRetention Duration `toml:"result_retention"`
 }
 
 // HTTP holds the settings of the streamable HTTP transport (--http);
@@ -328,10 +342,11 @@ func (c *Config) decode(data, name string) error {
 		Sandbox    *Sandbox                  `toml:"sandbox"`
 		Limits     *LimitsTable              `toml:"limits"`
 		Sessions   *Sessions                 `toml:"sessions"`
+		Tasks      *Tasks                    `toml:"tasks"`
 		HTTP       *HTTP                     `toml:"http"`
 		Audit      *Audit                    `toml:"audit"`
 		Languages  map[string]toml.Primitive `toml:"languages"`
-	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.HTTP, &c.Audit, nil}
+	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.Tasks, &c.HTTP, &c.Audit, nil}
 	md, err := toml.Decode(data, &f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)

@@ -22,9 +22,11 @@ type Limits struct {
 	// OpenFiles caps open file descriptors (RLIMIT_NOFILE).
 	OpenFiles uint64
 	// Timeout is the default wall-clock limit; MaxTimeout bounds what a
-	// request may ask for.
-	Timeout    time.Duration
-	MaxTimeout time.Duration
+	// plain call may ask for, MaxTaskTimeout what a call run as an MCP
+	// task may (see RunCap).
+	Timeout        time.Duration
+	MaxTimeout     time.Duration
+	MaxTaskTimeout time.Duration
 	// OutputBytes is how much of each stream is kept: its head and its
 	// tail, half each.
 	OutputBytes int64
@@ -60,17 +62,21 @@ type Limits struct {
 // overrides are applied, as the file spells them; Limits is what the rest
 // of the program reads.
 type LimitsTable struct {
-	Memory      Size     `toml:"memory"`
-	CPUs        float64  `toml:"cpus"`
-	Pids        int64    `toml:"pids"`
-	TmpSize     Size     `toml:"tmp_size"`
-	ShmSize     Size     `toml:"shm_size"`
-	FileSize    Size     `toml:"file_size"`
-	OpenFiles   uint64   `toml:"open_files"`
-	Timeout     Duration `toml:"timeout"`
-	MaxTimeout  Duration `toml:"max_timeout"`
-	OutputBytes Size     `toml:"output_bytes"`
-	CodeBytes   Size     `toml:"code_bytes"`
+	Memory     Size     `toml:"memory"`
+	CPUs       float64  `toml:"cpus"`
+	Pids       int64    `toml:"pids"`
+	TmpSize    Size     `toml:"tmp_size"`
+	ShmSize    Size     `toml:"shm_size"`
+	FileSize   Size     `toml:"file_size"`
+	OpenFiles  uint64   `toml:"open_files"`
+	Timeout    Duration `toml:"timeout"`
+	MaxTimeout Duration `toml:"max_timeout"`
+	// MaxTaskTimeout bounds the timeout_seconds of a call run as an MCP
+	// task, whose client polls for its end instead of holding a request
+	// open; it is at least MaxTimeout.
+	MaxTaskTimeout Duration `toml:"max_task_timeout"`
+	OutputBytes    Size     `toml:"output_bytes"`
+	CodeBytes      Size     `toml:"code_bytes"`
 	// PendingSignals, MsgQueueSize and LockedMemory are the rlimits
 	// RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE and RLIMIT_MEMLOCK.
 	PendingSignals uint64 `toml:"pending_signals"`
@@ -110,6 +116,8 @@ type LimitOverrides struct {
 	MaxTimeout  *Duration `toml:"max_timeout"`
 	OutputBytes *Size     `toml:"output_bytes"`
 	CodeBytes   *Size     `toml:"code_bytes"`
+
+	MaxTaskTimeout *Duration `toml:"max_task_timeout"`
 
 	PendingSignals *uint64 `toml:"pending_signals"`
 	MsgQueueSize   *Size   `toml:"msgqueue_size"`
@@ -153,6 +161,9 @@ func (o LimitOverrides) apply(l LimitsTable) LimitsTable {
 	}
 	if o.MaxTimeout != nil {
 		l.MaxTimeout = *o.MaxTimeout
+	}
+	if o.MaxTaskTimeout != nil {
+		l.MaxTaskTimeout = *o.MaxTaskTimeout
 	}
 	if o.OutputBytes != nil {
 		l.OutputBytes = *o.OutputBytes
@@ -209,6 +220,7 @@ func (t LimitsTable) limits() Limits {
 		OpenFiles:      t.OpenFiles,
 		Timeout:        time.Duration(t.Timeout),
 		MaxTimeout:     time.Duration(t.MaxTimeout),
+		MaxTaskTimeout: time.Duration(t.MaxTaskTimeout),
 		OutputBytes:    int64(t.OutputBytes),
 		CodeBytes:      int64(t.CodeBytes),
 		PendingSignals: t.PendingSignals,
@@ -223,6 +235,18 @@ func (t LimitsTable) limits() Limits {
 		MaxImages:      t.MaxImages,
 		ImageBytes:     int64(t.ImageBytes),
 	}
+}
+
+// maxTaskTimeout bounds [limits] max_task_timeout: a sandbox holds a host
+// uid, a shim and its memory for as long as its run may last.
+const maxTaskTimeout = 24 * time.Hour
+
+// RunCap is the longest timeout any call may ask for: MaxTaskTimeout, or
+// MaxTimeout where that is more (or MaxTaskTimeout is not set, as in
+// Limits a test builds). The executor bounds a request's timeout by it;
+// which of the two a call gets is the MCP server's choice.
+func (l Limits) RunCap() time.Duration {
+	return max(l.MaxTimeout, l.MaxTaskTimeout)
 }
 
 // maxPtys bounds a run's pseudo-terminals: the kernel's kernel.pty.max
@@ -284,6 +308,13 @@ func (l Limits) check(key string, caps bool) []error {
 	}
 	if l.Timeout > l.MaxTimeout {
 		bad("timeout", "%s is more than max_timeout (%s)", Duration(l.Timeout), Duration(l.MaxTimeout))
+	}
+	switch {
+	case l.MaxTaskTimeout < l.MaxTimeout:
+		bad("max_task_timeout", "%s is less than max_timeout (%s): a call run as a task may ask for at least what a plain call may; raise it, or lower max_timeout",
+			Duration(l.MaxTaskTimeout), Duration(l.MaxTimeout))
+	case l.MaxTaskTimeout > maxTaskTimeout:
+		bad("max_task_timeout", "%s is more than %s, the longest a sandbox is allowed to live", Duration(l.MaxTaskTimeout), Duration(maxTaskTimeout))
 	}
 	positive("output_bytes", l.OutputBytes)
 	if l.OutputBytes > 1<<30 {

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var (
@@ -26,12 +27,20 @@ const maxPool = 32
 // sandbox, its shim and an interpreter for as long as it lives.
 const maxSessions = 64
 
+// maxTasks bounds [tasks] max_tasks: an ended task keeps its result (two
+// streams of output_bytes, and the inline images) until it expires.
+const maxTasks = 1024
+
+// maxResultRetention bounds [tasks] result_retention.
+const maxResultRetention = 24 * time.Hour
+
 // Validate reports every problem in c, each naming its key.
 func (c *Config) Validate() error {
 	errs := c.validateSandbox()
 	errs = append(errs, c.validateRuntime()...)
 	errs = append(errs, c.Limits.limits().check("limits", true)...)
 	errs = append(errs, validateSessions(c.Sessions)...)
+	errs = append(errs, validateTasks(c.Tasks)...)
 	errs = append(errs, c.validateHTTP()...)
 	if p := c.Audit.Path; strings.ContainsRune(p, 0) || strings.TrimSpace(p) != p || strings.HasSuffix(p, "/") {
 		errs = append(errs, fmt.Errorf("audit.path: %q; want a file's path, \"-\" for stderr, or \"\" for no audit log", p))
@@ -239,6 +248,19 @@ func validateSessions(s Sessions) []error {
 	}
 	if s.IdleTimeout > s.MaxLifetime {
 		bad("idle_timeout", "%s is more than max_lifetime (%s)", s.IdleTimeout, s.MaxLifetime)
+	}
+	return errs
+}
+
+// validateTasks checks the [tasks] table.
+func validateTasks(t Tasks) []error {
+	var errs []error
+	bad := reporter(&errs, "tasks.")
+	if t.MaxTasks < 0 || t.MaxTasks > maxTasks {
+		bad("max_tasks", "%d; want 0 (no tasks) to %d", t.MaxTasks, maxTasks)
+	}
+	if t.ResultRetention < Duration(time.Second) || t.ResultRetention > Duration(maxResultRetention) {
+		bad("result_retention", "%s; want 1s to %s: how long a task's result is kept for its client to fetch", t.ResultRetention, Duration(maxResultRetention))
 	}
 	return errs
 }

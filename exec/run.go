@@ -235,8 +235,8 @@ func (e *Executor) check(req Request) (*pool.Language, time.Duration, error) {
 	switch {
 	case req.Timeout < 0:
 		return nil, 0, fmt.Errorf("timeout %s is negative: %w", req.Timeout, errdefs.ErrInvalidArgument)
-	case req.Timeout > lim.MaxTimeout:
-		return nil, 0, fmt.Errorf("timeout %s is over the maximum of %s: %w", req.Timeout, lim.MaxTimeout, errdefs.ErrInvalidArgument)
+	case req.Timeout > lim.RunCap():
+		return nil, 0, fmt.Errorf("timeout %s is over the maximum of %s: %w", req.Timeout, lim.RunCap(), errdefs.ErrInvalidArgument)
 	case req.Timeout > 0:
 		timeout = req.Timeout
 	}

@@ -16,7 +16,8 @@ type Request struct {
 	Language string
 	Code     string
 	// Timeout overrides the language's default; zero keeps it. It may not
-	// exceed the language's Limits.MaxTimeout.
+	// exceed the language's Limits.RunCap (its MaxTaskTimeout): which cap
+	// a call gets is its caller's to check.
 	Timeout time.Duration
 	// Files are written under the workspace (oci.WorkspaceDir), which is
 	// the program's working directory, before it starts. Run refuses a
@@ -27,6 +28,12 @@ type Request struct {
 	// Owner's (see CreateSession) instead of in a sandbox of its own.
 	Session string
 	Owner   string
+	// Output, if set, is told the program's output as it is read: stream
+	// is "stdout" or "stderr", and p is valid only during the call (copy
+	// it). It is called from the goroutines that read the output, for
+	// one-shot runs and session cells alike, and must not block them for
+	// long. nil streams nothing; the Result holds the output either way.
+	Output func(stream string, p []byte)
 }
 
 // File is a file in a run's workspace: a Path relative to it,

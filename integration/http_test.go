@@ -76,6 +76,13 @@ func tokenFile(t *testing.T, names ...string) (string, map[string]string) {
 // connect initializes an MCP session over HTTP with token (none if empty).
 func (s *httpServer) connect(t *testing.T, token string) *client.Client {
 	t.Helper()
+	return s.connectVersion(t, token, "")
+}
+
+// connectVersion is connect with protocol version (mcp-go's client picks
+// its newest if it is "").
+func (s *httpServer) connectVersion(t *testing.T, token, version string) *client.Client {
+	t.Helper()
 	opts := []transport.StreamableHTTPCOption{transport.WithHTTPBasicClient(s.client)}
 	if token != "" {
 		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
@@ -90,7 +97,8 @@ func (s *httpServer) connect(t *testing.T, token string) *client.Client {
 		t.Fatal(err)
 	}
 	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ClientInfo: mcp.Implementation{Name: "integration-http", Version: "1"},
+		ProtocolVersion: version,
+		ClientInfo:      mcp.Implementation{Name: "integration-http", Version: "1"},
 	}}); err != nil {
 		t.Fatalf("initialize over HTTP: %v", err)
 	}

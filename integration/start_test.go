@@ -153,6 +153,13 @@ func startMCP(t *testing.T, spec serverSpec) *mcpServer {
 // what its exit left, registered by until instead of t.Cleanup.
 func startMCPUntil(t *testing.T, spec serverSpec, until func(func())) *mcpServer {
 	t.Helper()
+	return startMCPVersion(t, spec, until, "")
+}
+
+// startMCPVersion is startMCPUntil whose client initializes with protocol
+// version (mcp-go's client picks its newest if it is "").
+func startMCPVersion(t *testing.T, spec serverSpec, until func(func()), version string) *mcpServer {
+	t.Helper()
 	cmd, stateDir := serverCommand(t, spec)
 	// Before the server starts: its pool starts sandboxes at once.
 	watch := watchStarts(t)
@@ -185,7 +192,8 @@ func startMCPUntil(t *testing.T, spec serverSpec, until func(func())) *mcpServer
 		t.Fatalf("start %s: %v", cmd.Path, err)
 	}
 	ir, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ClientInfo: mcp.Implementation{Name: "integration", Version: "1"},
+		ProtocolVersion: version,
+		ClientInfo:      mcp.Implementation{Name: "integration", Version: "1"},
 	}})
 	if err != nil {
 		t.Fatalf("initialize: %v\nstderr:\n%s", err, stderr)

@@ -194,6 +194,7 @@ func TestRealMainUsage(t *testing.T) {
 		{[]string{"run"}, exitUsage, "", "--language is required"},
 		{[]string{"run", "--language", "cobol", "--code", "x"}, exitUsage, "", "unknown language"},
 		{[]string{"run", "--language", "python"}, exitUsage, "", "give the program"},
+		{[]string{"run", "--language", "python", "--timeout", "10m", "--code", "x"}, exitUsage, "", "over python's max_timeout (2m0s)"},
 		{[]string{"serve", "extra"}, exitUsage, "", "unexpected arguments"},
 		// Global flags after the subcommand count.
 		{[]string{"run", "--address", "/nonexistent/containerd.sock", "--language", "python", "--code", "x"}, exitSandbox, "", "/nonexistent/containerd.sock"},

@@ -118,6 +118,11 @@ func (r *runFlags) request(cfg *config.Config, stdin io.Reader) (exec.Request, c
 		return exec.Request{}, config.Limits{}, fmt.Errorf("unknown language %q; want one of %s", r.lang, strings.Join(cfg.Names(), ", "))
 	}
 	l, _ := cfg.Language(r.lang)
+	// The executor allows up to max_task_timeout, for calls run as MCP
+	// tasks; a run from the command line keeps max_timeout.
+	if r.timeout > l.Limits.MaxTimeout {
+		return exec.Request{}, config.Limits{}, fmt.Errorf("--timeout %s is over %s's max_timeout (%s): ask for %s or less", r.timeout, r.lang, l.Limits.MaxTimeout, l.Limits.MaxTimeout)
+	}
 	code, err := r.program(stdin)
 	if err != nil {
 		return exec.Request{}, config.Limits{}, err

@@ -53,6 +53,8 @@ const (
 	eventSessionCreated = "session_created"
 	eventSessionClosed  = "session_closed"
 	eventSessionEnded   = "session_ended"
+	eventTaskCreated    = "task_created"
+	eventTaskEnded      = "task_ended"
 	eventAuthFailed     = "auth_failed"
 	eventShutdown       = "shutdown"
 )

@@ -51,15 +51,17 @@ type runLimits struct {
 
 // runFields are what run_started and run_ended both say of a run.
 type runFields struct {
-	RunID     string    `json:"run_id"`
-	Principal string    `json:"principal"`
-	Tool      string    `json:"tool"`
-	Language  string    `json:"language"`
-	Image     string    `json:"image"`
-	Session   string    `json:"session,omitempty"`
-	Code      digest    `json:"code"`
-	FilesIn   []digest  `json:"files_in"`
-	Limits    runLimits `json:"limits"`
+	RunID     string `json:"run_id"`
+	Principal string `json:"principal"`
+	Tool      string `json:"tool"`
+	Language  string `json:"language"`
+	Image     string `json:"image"`
+	Session   string `json:"session,omitempty"`
+	// Task is the MCP task the run is the call of, if it is one.
+	Task    string    `json:"task,omitempty"`
+	Code    digest    `json:"code"`
+	FilesIn []digest  `json:"files_in"`
+	Limits  runLimits `json:"limits"`
 }
 
 // runOutcome is how a program that ran ended.
@@ -107,6 +109,7 @@ func (a *auditor) wrapRun(run mcpserver.RunFunc, principal func(context.Context)
 	}
 	return func(ctx context.Context, req exec.Request) (*exec.Result, error) {
 		f := a.runFields(principalName(ctx, principal), req)
+		f.Task = mcpserver.TaskID(ctx)
 		started := f
 		if a.includeCode {
 			code := req.Code

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/exec"
 )
@@ -85,4 +87,42 @@ func (a *auditor) observe(ec exec.Config) exec.Config {
 		}{info.Owner, info.Language, info.ID, why, info.ExecutionCount})
 	}
 	return ec
+}
+
+// taskRecord is task_created's and task_ended's fields.
+type taskRecord struct {
+	Principal string `json:"principal"`
+	Task      string `json:"task"`
+	Tool      string `json:"tool"`
+	Status    string `json:"status"`
+	// TTLSeconds is how long the task is kept from its creation
+	// (task_created only).
+	TTLSeconds float64 `json:"ttl_seconds,omitempty"`
+	// DurationMs is how long it ran, IsError whether its result is an
+	// error, Reason why it failed or was cancelled (task_ended only).
+	DurationMs int64  `json:"duration_ms,omitempty"`
+	IsError    bool   `json:"is_error,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+}
+
+// taskEvents returns what records each task's creation and end (a task
+// has no other status changes: it is working from its creation until it
+// ends completed, failed or cancelled); nil without an audit log. The
+// run a task makes has its own run_started and run_ended, which name
+// the task. A task_created that cannot be written is logged and the task
+// goes on: its run's run_started, which fails closed, still stands
+// between it and any program.
+func (a *auditor) taskEvents() func(mcpserver.TaskEvent) {
+	if a == nil {
+		return nil
+	}
+	return func(e mcpserver.TaskEvent) {
+		rec := taskRecord{Principal: e.Principal, Task: e.Task, Tool: e.Tool, Status: e.Status,
+			TTLSeconds: e.TTL.Seconds(), DurationMs: e.Duration.Milliseconds(), IsError: e.IsError, Reason: e.Reason}
+		event := eventTaskEnded
+		if e.Status == string(mcp.TaskStatusWorking) {
+			event = eventTaskCreated
+		}
+		a.write(event, rec)
+	}
 }

@@ -223,6 +223,10 @@ func (s *Server) serveWith(ctx context.Context, newExecutor newExecutorFunc, std
 	})
 }
 
+// taskShutdownWait bounds how long shutdown waits for the tasks it
+// cancelled to end; the executor's Close kills what is left.
+const taskShutdownWait = 30 * time.Second
+
 // transportFunc serves the MCP server s until ctx is cancelled or its client
 // is gone; lx is the executor behind s, for health checks.
 type transportFunc func(ctx context.Context, s *server.MCPServer, lx *lazyExecutor) error
@@ -234,9 +238,9 @@ type transportFunc func(ctx context.Context, s *server.MCPServer, lx *lazyExecut
 // on a listener of its own if it has one, what it does recorded in s's
 // audit log, and the transport's own server options opts; connects to
 // containerd ahead of the first call, and serves it with t. Once t
-// returns, the connect started ahead is cancelled and waited for, and the
-// executor is closed, which kills the runs still going and deletes every
-// sandbox.
+// returns, the tasks still running are cancelled and waited for, the
+// connect started ahead is cancelled and waited for, and the executor is
+// closed, which kills the runs still going and deletes every sandbox.
 func (s *Server) serveMCP(ctx context.Context, newExecutor newExecutorFunc, principal func(context.Context) string, clients int, t transportFunc, opts ...server.ServerOption) error {
 	cfg, logger := s.cfg, s.logger
 	stopMetrics, err := s.tel.serve(logger)
@@ -245,10 +249,11 @@ func (s *Server) serveMCP(ctx context.Context, newExecutor newExecutorFunc, prin
 	}
 	defer stopMetrics()
 	lx := &lazyExecutor{newExecutor: newExecutor, sessions: sessionConfig(cfg)}
+	tasks := &mcpserver.Tasks{Max: cfg.Tasks.MaxTasks, Retention: time.Duration(cfg.Tasks.ResultRetention), Event: s.aud.taskEvents()}
 	ms, err := mcpserver.New(ctx, mcpserver.Options{
 		Version: s.version, ImportHint: ImportHint(cfg), DoctorHint: DoctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
-		Sessions: s.aud.wrapSessions(lx), Principal: principal, Clients: clients,
+		Sessions: s.aud.wrapSessions(lx), Principal: principal, Clients: clients, Tasks: tasks,
 	}, cfg.Enabled(), s.aud.wrapRun(s.tel.instrument(lx), principal), opts...)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)
@@ -267,6 +272,16 @@ func (s *Server) serveMCP(ctx context.Context, newExecutor newExecutorFunc, prin
 	defer func() {
 		stopWarmUp()
 		<-warmed
+	}()
+	// Before the executor is closed: the tasks still running are
+	// cancelled, each as tasks/cancel would (its sandbox killed, its end
+	// recorded), and waited for a while; Close then deletes what is left.
+	defer func() {
+		stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), taskShutdownWait)
+		defer cancel()
+		if err := tasks.Close(stop); err != nil {
+			logger.Warn("cancelling the tasks in flight", "err", err)
+		}
 	}()
 	go func() {
 		defer close(warmed)

@@ -94,7 +94,7 @@ func TestParseFilesNoneAllowed(t *testing.T) {
 // result that says nothing was run.
 func TestParseArgsFiles(t *testing.T) {
 	lim := pythonLimits(t)
-	a, err := parseArgs(map[string]any{"code": "x", "files": []any{map[string]any{"path": "in.txt", "content": "hi"}}}, "python", lim, nil)
+	a, err := parseArgs(map[string]any{"code": "x", "files": []any{map[string]any{"path": "in.txt", "content": "hi"}}}, "python", lim, nil, false, false)
 	if err != nil || !reflect.DeepEqual(a.files, []exec.File{{Path: "in.txt", Data: []byte("hi")}}) {
 		t.Errorf("got %+v, %v", a, err)
 	}

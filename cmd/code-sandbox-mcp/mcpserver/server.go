@@ -77,10 +77,14 @@ type Options struct {
 	// session_id argument.
 	Sessions SessionManager
 	// Principal names the client a call comes from, which owns the
-	// sessions it creates and the output files of its runs, and alone may
-	// use them; nil names every caller "local", the one client of a server
-	// over stdio.
+	// sessions it creates, the output files of its runs and its tasks, and
+	// alone may use them; nil names every caller "local", the one client
+	// of a server over stdio.
 	Principal func(ctx context.Context) string
+	// Tasks, if not nil and its Max is not 0, lets the language tools and
+	// create_session run as MCP tasks; the caller closes it at shutdown,
+	// before the executor (Tasks.Close). A Tasks serves one server.
+	Tasks *Tasks
 
 	// now reads the clock of the file store; nil is time.Now.
 	now func() time.Time
@@ -121,7 +125,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		sandboxes[i] = sb
 	}
 	sess := newSessions(o, langs)
-	opts = append([]server.ServerOption{
+	own := []server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		// Runs stream their output as info log messages to a client that
@@ -130,7 +134,13 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		server.WithRecovery(),
 		server.WithOutputSchemaValidation(),
 		server.WithInstructions(instructions(sandboxes, sess)),
-	}, opts...)
+	}
+	if o.Tasks.offered() {
+		// The tasks' middleware comes before the caller's, so that it is
+		// the outermost: a task's run includes what those do.
+		own = append(own, server.WithTaskCapabilities(true, true, true), server.WithToolHandlerMiddleware(o.Tasks.middleware))
+	}
+	opts = append(own, opts...)
 	s := server.NewMCPServer(serverName, o.Version, opts...)
 	hooks := s.GetHooks()
 	if hooks == nil {
@@ -139,9 +149,16 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	}
 	new(handshake).addTo(hooks)
 	hooks.AddBeforeReadResource(matchFileTemplate)
+	if o.Tasks.offered() {
+		timeouts := map[string]time.Duration{}
+		for _, l := range langs {
+			timeouts[l.Tool] = l.Limits.Timeout
+		}
+		o.Tasks.setUp(o, timeouts, hooks)
+	}
 	store := o.fileStore()
 	for i, l := range langs {
-		s.AddTool(newTool(l, sandboxes[i], store.keep, sess), toolHandler(l.Name, l.Limits, run, store, o, sess))
+		s.AddTool(newTool(l, sandboxes[i], store.keep, sess, o.Tasks.offered()), toolHandler(l.Name, l.Limits, run, store, o, sess))
 	}
 	if sess != nil {
 		sess.addTools(s, o)
@@ -159,7 +176,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 			mcp.WithMIMEType("application/json"),
 		),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes, sess), "", "  ")
+			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes, sess, o.Tasks), "", "  ")
 			if err != nil {
 				return nil, err
 			}
@@ -211,27 +228,30 @@ type environment struct {
 // limitsOutput is what every run of a language gets. Network, the file
 // system, memory, CPUs and pids are read from the language's spec.
 type limitsOutput struct {
-	MemoryBytes          int64            `json:"memory_bytes"`
-	CPUs                 float64          `json:"cpus"`
-	Pids                 int64            `json:"pids"`
-	FileBytes            int64            `json:"file_bytes"`
-	OpenFiles            uint64           `json:"open_files"`
-	TimeoutSeconds       float64          `json:"timeout_seconds"`
-	MaxTimeoutSeconds    float64          `json:"max_timeout_seconds"`
-	OutputBytesPerStream int64            `json:"output_bytes_per_stream"`
-	CodeBytes            int64            `json:"code_bytes"`
-	Network              bool             `json:"network"`
-	ReadOnlyRootFS       bool             `json:"read_only_rootfs"`
-	Writable             []writableOutput `json:"writable"`
-	Home                 string           `json:"home"`
-	Workspace            string           `json:"workspace"`
-	WorkspaceBytes       int64            `json:"workspace_bytes"`
-	FilesInBytes         int64            `json:"files_in_bytes"`
-	MaxFilesIn           int              `json:"max_files_in"`
-	FilesOutBytes        int64            `json:"files_out_bytes"`
-	MaxFilesOut          int              `json:"max_files_out"`
-	MaxImages            int              `json:"max_images"`
-	ImageBytes           int64            `json:"image_bytes"`
+	MemoryBytes       int64   `json:"memory_bytes"`
+	CPUs              float64 `json:"cpus"`
+	Pids              int64   `json:"pids"`
+	FileBytes         int64   `json:"file_bytes"`
+	OpenFiles         uint64  `json:"open_files"`
+	TimeoutSeconds    float64 `json:"timeout_seconds"`
+	MaxTimeoutSeconds float64 `json:"max_timeout_seconds"`
+	// MaxTaskTimeoutSeconds is what a call run as a task may ask for; 0
+	// if the server offers no tasks.
+	MaxTaskTimeoutSeconds float64          `json:"max_task_timeout_seconds"`
+	OutputBytesPerStream  int64            `json:"output_bytes_per_stream"`
+	CodeBytes             int64            `json:"code_bytes"`
+	Network               bool             `json:"network"`
+	ReadOnlyRootFS        bool             `json:"read_only_rootfs"`
+	Writable              []writableOutput `json:"writable"`
+	Home                  string           `json:"home"`
+	Workspace             string           `json:"workspace"`
+	WorkspaceBytes        int64            `json:"workspace_bytes"`
+	FilesInBytes          int64            `json:"files_in_bytes"`
+	MaxFilesIn            int              `json:"max_files_in"`
+	FilesOutBytes         int64            `json:"files_out_bytes"`
+	MaxFilesOut           int              `json:"max_files_out"`
+	MaxImages             int              `json:"max_images"`
+	ImageBytes            int64            `json:"image_bytes"`
 }
 
 // writableOutput is a path a run can write to, and its size; 0 when the
@@ -250,6 +270,14 @@ type environmentsOutput struct {
 	Files filesOutput `json:"files"`
 	// Sessions bounds the sessions; MaxSessions is 0 if there are none.
 	Sessions sessionsOutput `json:"sessions"`
+	// Tasks bounds the tasks; MaxTasks is 0 if there are none.
+	Tasks tasksOutput `json:"tasks"`
+}
+
+// tasksOutput bounds the tasks, server-wide: see Tasks.
+type tasksOutput struct {
+	MaxTasks               int     `json:"max_tasks"`
+	ResultRetentionSeconds float64 `json:"result_retention_seconds"`
 }
 
 // sessionsOutput bounds the sessions, server-wide.
@@ -271,8 +299,8 @@ type filesOutput struct {
 }
 
 // environments is the environments resource of a server of version,
-// whose output files store keeps, and which offers sess.
-func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions) environmentsOutput {
+// whose output files store keeps, and which offers sess and tasks.
+func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions, tasks *Tasks) environmentsOutput {
 	out := environmentsOutput{
 		Server: serverName, Version: version, Languages: map[string]environment{},
 		Files: filesOutput{URITemplate: filesURITemplate, RetentionSeconds: store.keep.Seconds(),
@@ -282,8 +310,15 @@ func environments(version string, store *fileStore, langs []config.Language, san
 		out.Sessions = sessionsOutput{MaxSessions: sess.limits.Max,
 			IdleTimeoutSeconds: seconds(sess.limits.IdleTimeout), MaxLifetimeSeconds: seconds(sess.limits.MaxLifetime)}
 	}
+	if tasks.offered() {
+		out.Tasks = tasksOutput{MaxTasks: tasks.Max, ResultRetentionSeconds: tasks.Retention.Seconds()}
+	}
 	for i, l := range langs {
 		lim, sb := l.Limits, sandboxes[i]
+		var maxTask float64
+		if tasks.offered() {
+			maxTask = lim.RunCap().Seconds()
+		}
 		writable := make([]writableOutput, 0, len(sb.Writable))
 		for _, w := range sb.Writable {
 			writable = append(writable, writableOutput{Path: w.Path, Bytes: w.Bytes})
@@ -294,9 +329,10 @@ func environments(version string, store *fileStore, langs []config.Language, san
 			Limits: limitsOutput{
 				MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
 				FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,
-				TimeoutSeconds:       lim.Timeout.Seconds(),
-				MaxTimeoutSeconds:    lim.MaxTimeout.Seconds(),
-				OutputBytesPerStream: lim.OutputBytes, CodeBytes: lim.CodeBytes,
+				TimeoutSeconds:        lim.Timeout.Seconds(),
+				MaxTimeoutSeconds:     lim.MaxTimeout.Seconds(),
+				MaxTaskTimeoutSeconds: maxTask,
+				OutputBytesPerStream:  lim.OutputBytes, CodeBytes: lim.CodeBytes,
 				Network: sb.Network, ReadOnlyRootFS: sb.ReadOnlyRoot, Writable: writable, Home: sb.Home,
 				Workspace: oci.WorkspaceDir, WorkspaceBytes: lim.WorkspaceBytes,
 				FilesInBytes: lim.FilesInBytes, MaxFilesIn: lim.MaxFilesIn,

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -225,6 +226,19 @@ func TestEnvironmentsResource(t *testing.T) {
 	}
 	if env.Languages["javascript"].Tool != "run_js_code" {
 		t.Errorf("javascript environment %+v", env.Languages["javascript"])
+	}
+	if env.Tasks.MaxTasks != 0 || py.Limits.MaxTaskTimeoutSeconds != 0 {
+		t.Errorf("a server without tasks: tasks %+v, max_task_timeout_seconds %v; want none", env.Tasks, py.Limits.MaxTaskTimeoutSeconds)
+	}
+	o := testOptions
+	o.Tasks = &Tasks{Max: 7, Retention: time.Minute}
+	s, err := New(t.Context(), o, config.Default().Enabled(), noRun(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = readEnvironments(t, connect(t, s, nil))
+	if env.Tasks != (tasksOutput{MaxTasks: 7, ResultRetentionSeconds: 60}) || env.Languages["python"].Limits.MaxTaskTimeoutSeconds != 3600 {
+		t.Errorf("a server with tasks: tasks %+v, max_task_timeout_seconds %v; want 7, 60 and 3600", env.Tasks, env.Languages["python"].Limits.MaxTaskTimeoutSeconds)
 	}
 }
 

@@ -377,6 +377,7 @@ func (s *sessions) addTools(srv *server.MCPServer, o Options) {
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
+		taskSupport(o.Tasks.offered()),
 	), s.createHandler(o))
 	srv.AddTool(mcp.NewTool(closeSessionTool,
 		mcp.WithDescription("End a session and delete its sandbox, with all its state. Closing a session that is not open (unknown, closed or expired) is not an error."),

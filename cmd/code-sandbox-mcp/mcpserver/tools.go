@@ -83,11 +83,19 @@ const outputSchema = `{
 // newTool describes one language's tool: the configured description with
 // what every run gets appended, so that what the model reads follows the
 // config and the spec. keep is how long output files are kept; sess says
-// whether the tool takes a session_id.
-func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions) mcp.Tool {
+// whether the tool takes a session_id, tasks whether it may run as a task
+// (whose timeout_seconds may go up to max_task_timeout, which the schema
+// then allows, the description saying which cap is whose).
+func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions, tasks bool) mcp.Tool {
 	name, lim := l.Name, l.Limits
 	maxSec := int(lim.MaxTimeout / time.Second)
-	desc := l.Description + "\n\n" + limitsSentence(lim, sb) + " " + filesSentence(l, keep)
+	timeoutText := fmt.Sprintf("Wall-clock limit in seconds; default %d, at most %d.", int(lim.Timeout/time.Second), maxSec)
+	if tasks {
+		maxSec = int(lim.RunCap() / time.Second)
+		timeoutText = fmt.Sprintf("Wall-clock limit in seconds; default %d, at most %d for a plain call, and at most %d for a call run as a task.",
+			int(lim.Timeout/time.Second), int(lim.MaxTimeout/time.Second), maxSec)
+	}
+	desc := l.Description + "\n\n" + limitsSentence(lim, sb, tasks) + " " + filesSentence(l, keep)
 	schema := json.RawMessage(outputSchema)
 	var session []mcp.ToolOption
 	if sess.offers(name) {
@@ -108,7 +116,7 @@ func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions) 
 		mcp.WithInteger("timeout_seconds",
 			mcp.Min(1),
 			mcp.Max(maxSec),
-			mcp.Description(fmt.Sprintf("Wall-clock limit in seconds; default %d, at most %d.", int(lim.Timeout/time.Second), maxSec)),
+			mcp.Description(timeoutText),
 		),
 		mcp.WithArray("files",
 			mcp.MaxItems(lim.MaxFilesIn),
@@ -126,18 +134,34 @@ func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions) 
 		mcp.WithDestructiveHintAnnotation(false),
 		mcp.WithIdempotentHintAnnotation(false),
 		mcp.WithOpenWorldHintAnnotation(false),
+		taskSupport(tasks),
 	)
 	return mcp.NewTool(l.Tool, opts...)
 }
 
+// taskSupport declares that a tool may run as an MCP task, if tasks:
+// optional, so a plain call works as ever.
+func taskSupport(tasks bool) mcp.ToolOption {
+	if !tasks {
+		return func(*mcp.Tool) {}
+	}
+	return mcp.WithTaskSupport(mcp.TaskSupportOptional)
+}
+
 // limitsSentence tells a model what every run of a language gets: the
 // network, files, memory, CPU and processes as its spec enforces them (sb),
-// the time and output limits as the executor enforces them (l).
-func limitsSentence(l config.Limits, sb sandbox) string {
+// the time and output limits as the executor enforces them (l); with
+// tasks, the longer timeout a call run as a task may ask for.
+func limitsSentence(l config.Limits, sb sandbox, tasks bool) string {
+	timeouts := fmt.Sprintf("timeout_seconds up to %d", int(l.MaxTimeout/time.Second))
+	if tasks {
+		timeouts = fmt.Sprintf("timeout_seconds up to %d for a plain call; up to %d when the client runs the call as an MCP task, polling tasks/get and tasks/result instead of waiting on the call",
+			int(l.MaxTimeout/time.Second), int(l.RunCap()/time.Second))
+	}
 	return fmt.Sprintf("Each call runs in a brand-new, isolated container that is deleted afterwards: %s, no files from the host or from earlier calls, "+
-		"%s. Limits: %s memory, %s, %d processes, %s per run by default (timeout_seconds up to %d). "+
+		"%s. Limits: %s memory, %s, %d processes, %s per run by default (%s). "+
 		"stdout and stderr are each cut to their first and last %s past %s.",
-		sb.networkPhrase(), sb.filesPhrase(), config.Size(sb.MemoryBytes), sb.cpusPhrase(), sb.Pids, l.Timeout, int(l.MaxTimeout/time.Second),
+		sb.networkPhrase(), sb.filesPhrase(), config.Size(sb.MemoryBytes), sb.cpusPhrase(), sb.Pids, l.Timeout, timeouts,
 		config.Size(l.OutputBytes/2), config.Size(l.OutputBytes))
 }
 
@@ -175,8 +199,11 @@ type toolArgs struct {
 
 // parseArgs validates a call's arguments, with messages a model can act
 // on. raw is what the client sent: JSON, or an already decoded map. A
-// session_id is taken if sess offers sessions of lang.
-func parseArgs(raw any, lang string, lim config.Limits, sess *sessions) (toolArgs, error) {
+// session_id is taken if sess offers sessions of lang. timeout_seconds may
+// go up to max_timeout, or for a call run as a task (task) up to
+// max_task_timeout; tasks says whether the server offers tasks, which a
+// plain call asking for more is told.
+func parseArgs(raw any, lang string, lim config.Limits, sess *sessions, task, tasks bool) (toolArgs, error) {
 	var data []byte
 	switch v := raw.(type) {
 	case nil:
@@ -219,12 +246,19 @@ func parseArgs(raw any, lang string, lim config.Limits, sess *sessions) (toolArg
 		return a, fmt.Errorf(`argument "code" is %d bytes; the limit is %s (%d bytes): send a shorter program`, n, config.Size(lim.CodeBytes), lim.CodeBytes)
 	}
 	maxSec := int64(lim.MaxTimeout / time.Second) // a count of seconds, as the argument is
+	if task {
+		maxSec = int64(lim.RunCap() / time.Second)
+	}
 	if rt, ok := m["timeout_seconds"]; ok {
 		// null is not a number: the schema says integer. Leaving the
 		// argument out is how a call asks for the default.
 		var f float64
 		if err := json.Unmarshal(rt, &f); err != nil || isNull(rt) {
 			return a, fmt.Errorf(`argument "timeout_seconds" must be a whole number of seconds from 1 to %d, not %s; leave it out for the default of %d`, maxSec, jsonKind(rt), int64(lim.Timeout/time.Second))
+		}
+		if taskSec := int64(lim.RunCap() / time.Second); !task && tasks && f == math.Trunc(f) && f > float64(maxSec) && f <= float64(taskSec) {
+			return a, fmt.Errorf(`argument "timeout_seconds" is %v; a plain call may ask for 1 to %d seconds (max_timeout): ask for %d or less, or run the call as an MCP task (send "task" with tools/call, then poll tasks/get and tasks/result), which may ask for up to %d (max_task_timeout)`,
+				f, maxSec, maxSec, taskSec)
 		}
 		if f != math.Trunc(f) || f < 1 || f > float64(maxSec) {
 			return a, fmt.Errorf(`argument "timeout_seconds" is %v; want a whole number of seconds from 1 to %d`, f, maxSec)
@@ -276,11 +310,17 @@ func jsonKind(raw json.RawMessage) string {
 // reads it.
 func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, o Options, sess *sessions) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		a, err := parseArgs(req.GetRawArguments(), lang, lim, sess)
+		tk := taskOf(ctx)
+		// A 2026-07-28 client has no tasks here: a refusal does not point it
+		// to them.
+		a, err := parseArgs(req.GetRawArguments(), lang, lim, sess, tk != nil, o.Tasks.offered() && !server.IsModernRequest(ctx))
 		if err != nil {
 			return mcp.NewToolResultError(err.Error() + ". Nothing was run."), nil
 		}
 		r := exec.Request{Language: lang, Code: a.code, Timeout: a.timeout, Files: a.files}
+		if tk != nil {
+			r.Output = tk.output // the output so far, for tasks/get
+		}
 		if a.session != "" {
 			r.Session, r.Owner = a.session, sess.owner(ctx)
 		}

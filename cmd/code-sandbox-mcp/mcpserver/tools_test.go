@@ -46,7 +46,7 @@ func TestParseArgs(t *testing.T) {
 		{"timeout over max", json.RawMessage(`{"code":"x","timeout_seconds":121}`), toolArgs{}, "from 1 to 120"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseArgs(tc.raw, "python", lim, nil)
+			got, err := parseArgs(tc.raw, "python", lim, nil, false, false)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Errorf("error %v; want one with %q", err, tc.wantErr)

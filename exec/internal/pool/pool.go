@@ -303,7 +303,7 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox.Sandbox, er
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.MaxTimeout + sweep.CleanupGrace)
+	deadline := time.Now().Add(poolMaxAge + p.l.cfg.Limits.RunCap() + sweep.CleanupGrace)
 	if p.warm.Load() {
 		how := sandbox.Warm
 		if preloaded {
