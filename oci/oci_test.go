@@ -36,6 +36,7 @@ func testPolicy() Policy {
 			Ptys:           3,
 			Timeout:        30 * time.Second,
 			MaxTimeout:     time.Minute,
+			MaxTaskTimeout: time.Hour,
 			OutputBytes:    64 << 10,
 			CodeBytes:      1 << 20,
 			WorkspaceBytes: 64 << 20,
