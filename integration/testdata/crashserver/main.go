@@ -49,7 +49,7 @@ func main() {
 			CgroupDriver:  os.Getenv("SANDBOX_TEST_CGROUP_DRIVER"),
 			Limits: config.Limits{
 				MemoryBytes: 128 << 20, CPUs: 1, Pids: 64, TmpBytes: 1 << 20, ShmBytes: 1 << 20,
-				FileBytes: 1 << 20, OpenFiles: 64, Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute,
+				FileBytes: 1 << 20, OpenFiles: 64, Timeout: 10 * time.Minute, MaxTimeout: 10 * time.Minute, MaxTaskTimeout: 10 * time.Minute,
 				OutputBytes: 1024, CodeBytes: 1024,
 				PendingSignals: 64, MsgQueueBytes: 64 << 10, LockedBytes: 0, Ptys: 0,
 				WorkspaceBytes: 1 << 20,
