@@ -27,6 +27,12 @@ type Request struct {
 	// Owner's (see CreateSession) instead of in a sandbox of its own.
 	Session string
 	Owner   string
+	// Output, if set, is told the program's output as it is read: stream
+	// is "stdout" or "stderr", and p is valid only during the call (copy
+	// it). It is called from the goroutines that read the output, for
+	// one-shot runs and session cells alike, and must not block them for
+	// long. nil streams nothing; the Result holds the output either way.
+	Output func(stream string, p []byte)
 }
 
 // File is a file in a run's workspace: a Path relative to it,
