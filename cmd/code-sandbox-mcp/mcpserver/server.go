@@ -81,6 +81,10 @@ type Options struct {
 	// use them; nil names every caller "local", the one client of a server
 	// over stdio.
 	Principal func(ctx context.Context) string
+	// Secrets are the values no notification of a run's output may carry
+	// (the pass-through variables'): each is replaced by "[redacted
+	// NAME]". Results are not redacted: they are the program's output.
+	Secrets []Secret
 
 	// now reads the clock of the file store; nil is time.Now.
 	now func() time.Time
@@ -124,6 +128,9 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	opts = append([]server.ServerOption{
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
+		// Runs stream their output as info log messages to a client that
+		// asks (logging/setLevel): see callStream.
+		server.WithLogging(),
 		server.WithRecovery(),
 		server.WithOutputSchemaValidation(),
 		server.WithInstructions(instructions(sandboxes, sess)),

@@ -1,0 +1,327 @@
+package mcpserver
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// A run's output reaches its client while it runs, as notifications/progress
+// if the call carried a progressToken and as notifications/message (level
+// info) if the client's log level lets info through. Both are bounded: a
+// program can print far faster than a client or a proxy cares to read,
+// and the result holds the output anyway. So a call's output is gathered
+// and sent at most every streamEvery, at most streamBytes of it each
+// time; what is over is dropped and said to be ("[... N bytes of stdout
+// not streamed ...]"). A 50 MB flood then costs a few KiB of memory and a
+// few notifications a second.
+const (
+	// streamEvery is the least time between two sends of a call's output.
+	// The first output after a quiet spell goes at once, so a program
+	// that prints a line now and then is seen as it prints.
+	streamEvery = 250 * time.Millisecond
+	// streamBytes bounds the output one send carries, all its
+	// notifications together: about a screen of text (50 lines of 80
+	// columns), four times a second, which is more than anyone reads
+	// live. Escaped as JSON at worst (\u00XX for every byte) a
+	// notification stays under 32 KiB, which no client or proxy chokes on.
+	streamBytes = 4 << 10
+	// streamParts bounds the notifications of output one send carries: a
+	// program that alternates stdout and stderr byte by byte would
+	// otherwise make one notification per byte. Past it, what comes on
+	// the other stream is dropped until the next send.
+	streamParts = 8
+	// settleTimeout bounds the wait, before a result, for the transport
+	// to take the last notifications off the session's queue.
+	settleTimeout = time.Second
+)
+
+// streams are the names of the two streams, as notifications give them;
+// a stream's index in it is its index in outputStream's arrays.
+var streams = [2]string{"stdout", "stderr"}
+
+// A Secret is a value no notification may carry: a pass-through
+// variable's, which the program's environment holds. Name stands for it,
+// as "[redacted NAME]".
+type Secret struct {
+	Name, Value string
+}
+
+// notice is one notification of a call's output: text that came on
+// stream, or said to be dropped from it. progress is the count of output
+// bytes sent or said to be dropped so far, this one's included.
+type notice struct {
+	stream   string
+	text     string
+	progress int64
+}
+
+// outputStream is the sink of one call's output (exec.Request.Output):
+// it redacts, bounds and paces the output, and hands each notice to send,
+// in order, from one goroutine at a time. Close sends what is left, and
+// nothing is sent after it returns.
+type outputStream struct {
+	send func(notice)
+	red  *redactor // nil: nothing to redact
+
+	mu      sync.Mutex
+	held    [2][]byte // per stream: a tail that may begin a secret
+	parts   []part    // gathered since the last send, in order
+	kept    int       // bytes in parts
+	dropped [2]int64  // per stream, since the last send
+	timer   *time.Timer
+	armed   bool      // timer will send
+	last    time.Time // of the last send
+	closed  bool
+
+	// sendMu makes the sends one at a time, in order; progress is
+	// sendMu's.
+	sendMu   sync.Mutex
+	progress int64
+}
+
+// part is output gathered from one stream, redacted.
+type part struct {
+	stream int
+	text   []byte
+}
+
+func newOutputStream(red *redactor, send func(notice)) *outputStream {
+	return &outputStream{send: send, red: red}
+}
+
+// Output is exec.Request.Output: it takes a chunk of the program's output
+// on stream ("stdout" or "stderr"). It never blocks on the client: the
+// sending is done by a timer's goroutine or Close.
+func (o *outputStream) Output(stream string, p []byte) {
+	i := 0
+	if stream == streams[1] {
+		i = 1
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return
+	}
+	text := p
+	if o.red != nil {
+		text, o.held[i] = o.red.redact(append(o.held[i], p...), false)
+	}
+	o.gather(i, text)
+	if o.armed || o.kept == 0 && o.dropped == [2]int64{} {
+		return
+	}
+	o.armed = true
+	wait := time.Until(o.last.Add(streamEvery))
+	if o.timer == nil {
+		o.timer = time.AfterFunc(wait, o.flush)
+	} else {
+		o.timer.Reset(wait)
+	}
+}
+
+// gather keeps what text fits in this send, and counts the rest as
+// dropped. o.mu is held.
+func (o *outputStream) gather(i int, text []byte) {
+	n := min(len(text), streamBytes-o.kept)
+	switch {
+	case n == 0:
+	case len(o.parts) > 0 && o.parts[len(o.parts)-1].stream == i:
+		last := &o.parts[len(o.parts)-1]
+		last.text = append(last.text, text[:n]...)
+	case len(o.parts) < streamParts:
+		o.parts = append(o.parts, part{stream: i, text: append([]byte(nil), text[:n]...)})
+	default:
+		n = 0
+	}
+	o.kept += n
+	o.dropped[i] += int64(len(text) - n)
+}
+
+// take returns the notices of what was gathered since the last send,
+// and starts the next. o.mu is held.
+func (o *outputStream) take() (parts []part, dropped [2]int64) {
+	parts, dropped = o.parts, o.dropped
+	o.parts, o.kept, o.dropped = nil, 0, [2]int64{}
+	o.armed, o.last = false, time.Now()
+	return parts, dropped
+}
+
+// flush sends what was gathered: the timer's function.
+func (o *outputStream) flush() {
+	o.sendMu.Lock()
+	defer o.sendMu.Unlock()
+	o.mu.Lock()
+	if o.closed {
+		o.mu.Unlock()
+		return
+	}
+	parts, dropped := o.take()
+	o.mu.Unlock()
+	o.sendAll(parts, dropped)
+}
+
+// Close sends what is left, the held tails included, and stops the
+// stream: call it once the run has returned, before its result.
+func (o *outputStream) Close() {
+	o.sendMu.Lock()
+	defer o.sendMu.Unlock()
+	o.mu.Lock()
+	o.closed = true
+	if o.timer != nil {
+		o.timer.Stop()
+	}
+	for i, h := range o.held {
+		if len(h) > 0 {
+			text, _ := o.red.redact(h, true)
+			o.gather(i, text)
+			o.held[i] = nil
+		}
+	}
+	parts, dropped := o.take()
+	o.mu.Unlock()
+	o.sendAll(parts, dropped)
+}
+
+// sendAll sends parts, then a summary of each stream's dropped bytes.
+// o.sendMu is held.
+func (o *outputStream) sendAll(parts []part, dropped [2]int64) {
+	for _, p := range parts {
+		o.progress += int64(len(p.text))
+		o.send(notice{stream: streams[p.stream], text: strings.ToValidUTF8(string(p.text), "\uFFFD"), progress: o.progress})
+	}
+	for i, n := range dropped {
+		if n > 0 {
+			o.progress += n
+			o.send(notice{stream: streams[i], text: fmt.Sprintf("[... %d bytes of %s not streamed ...]\n", n, streams[i]), progress: o.progress})
+		}
+	}
+}
+
+// redactor replaces each secret's value in a stream by its marker, across
+// the chunks the stream comes in.
+type redactor struct {
+	values  [][]byte // longest first
+	markers [][]byte
+	first   [256]bool // the first bytes of values
+}
+
+// newRedactor is the redactor of secrets, or nil if none has a value.
+func newRedactor(secrets []Secret) *redactor {
+	secrets = slices.DeleteFunc(slices.Clone(secrets), func(s Secret) bool { return s.Value == "" })
+	if len(secrets) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(secrets, func(a, b Secret) int { return len(b.Value) - len(a.Value) })
+	r := &redactor{}
+	for _, s := range secrets {
+		r.values = append(r.values, []byte(s.Value))
+		r.markers = append(r.markers, []byte("[redacted "+s.Name+"]"))
+		r.first[s.Value[0]] = true
+	}
+	return r
+}
+
+// redact returns buf with each secret replaced by its marker, and, unless
+// final, the tail of buf that may be the beginning of a secret, which is
+// held back for the next chunk (rest is then not in out). A longer secret
+// wins over one it begins with.
+func (r *redactor) redact(buf []byte, final bool) (out, rest []byte) {
+	out = make([]byte, 0, len(buf))
+	for i := 0; i < len(buf); {
+		if !r.first[buf[i]] {
+			j := i + 1
+			for j < len(buf) && !r.first[buf[j]] {
+				j++
+			}
+			out = append(out, buf[i:j]...)
+			i = j
+			continue
+		}
+		matched := false
+		for k, v := range r.values {
+			if bytes.HasPrefix(buf[i:], v) {
+				out = append(out, r.markers[k]...)
+				i += len(v)
+				matched = true
+				break
+			}
+			if !final && len(buf)-i < len(v) && bytes.HasPrefix(v, buf[i:]) {
+				return out, append([]byte(nil), buf[i:]...)
+			}
+		}
+		if !matched {
+			out = append(out, buf[i])
+			i++
+		}
+	}
+	return out, nil
+}
+
+// callStream is the output stream of the tool call req, which ctx
+// carries: nil if the client asked for neither progress nor info logs,
+// and then nothing is streamed.
+func callStream(ctx context.Context, req mcp.CallToolRequest, red *redactor) *outputStream {
+	s := server.ServerFromContext(ctx)
+	if s == nil {
+		return nil
+	}
+	var token mcp.ProgressToken
+	if req.Params.Meta != nil {
+		token = req.Params.Meta.ProgressToken
+	}
+	logs := logsInfo(ctx)
+	if token == nil && !logs {
+		return nil
+	}
+	return newOutputStream(red, func(n notice) {
+		// A notification the transport's queue has no room for is lost
+		// (mcp-go does not block); the result has the output anyway.
+		if token != nil {
+			s.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+				"progressToken": token, "progress": n.progress, "message": n.stream + ": " + n.text,
+			})
+		}
+		if logs {
+			s.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelInfo, n.stream, n.text))
+		}
+	})
+}
+
+// logsInfo reports whether the client of the request ctx carries lets log
+// messages of level info through: the level it set with logging/setLevel
+// (mcp-go's default is error), or on the 2026-07-28 protocol the one its
+// request declares.
+func logsInfo(ctx context.Context) bool {
+	if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
+		return info.LogLevel != "" && mcp.LoggingLevelInfo.ShouldSendTo(info.LogLevel)
+	}
+	s, ok := server.ClientSessionFromContext(ctx).(server.SessionWithLogging)
+	return ok && mcp.LoggingLevelInfo.ShouldSendTo(s.GetLogLevel())
+}
+
+// settle waits, up to settleTimeout, until the transport has taken the
+// notifications sent during the request ctx carries off the session's
+// queue, so that they go out before the result. mcp-go queues a
+// notification for a goroutine of the transport's to write, while it
+// writes the result itself: without the wait the last notifications
+// could follow the result, which a client drops. There is no event to
+// wait for, so the queue's length is polled.
+func settle(ctx context.Context) {
+	session := server.ClientSessionFromContext(ctx)
+	if session == nil {
+		return
+	}
+	q := session.NotificationChannel()
+	deadline := time.Now().Add(settleTimeout)
+	for len(q) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
+}
