@@ -39,6 +39,14 @@
 //	                     N (1 to 10, default 1): the deadlines of the cases
 //	                     that would not hold on a host that slow are N
 //	                     times longer (see testTimeScale).
+//	SANDBOX_NODE, SANDBOX_NODE_MODULES
+//	                     Node.js 22 and the node_modules directory of
+//	                     integration/node's npm packages (the MCP
+//	                     conformance suite, the TypeScript SDK), which
+//	                     `scripts/setup node` installs and prints; only
+//	                     the tests that run them need them (see
+//	                     nodeTools), and under SANDBOX_INTEGRATION=1 such
+//	                     a test fails without them.
 //	SANDBOX_PREBUILT     a directory of the programs the tests would build
 //	                     with go build, for a host with no Go toolchain:
 //	                     each is taken from DIR/NAME instead, and a missing
