@@ -19,9 +19,10 @@ import (
 // program can print far faster than a client or a proxy cares to read,
 // and the result holds the output anyway. So a call's output is gathered
 // and sent at most every streamEvery, at most streamBytes of it each
-// time; what is over is dropped and said to be ("[... N bytes of stdout
-// not streamed ...]"). A 50 MB flood then costs a few KiB of memory and a
-// few notifications a second.
+// time, and of what is over the last streamTail bytes of each stream,
+// after the count of those dropped ("[... N bytes of stdout not streamed
+// ...]"). A 50 MB flood then costs a few KiB of memory and a few
+// notifications a second.
 const (
 	// streamEvery is the least time between two sends of a call's output.
 	// The first output after a quiet spell goes at once, so a program
@@ -38,8 +39,14 @@ const (
 	// otherwise make one notification per byte. Past it, what comes on
 	// the other stream is dropped until the next send.
 	streamParts = 8
-	// settleTimeout bounds the wait, before a result, for the transport
-	// to take the last notifications off the session's queue.
+	// streamTail is how much of each stream's output past streamBytes (or
+	// streamParts) a send keeps: its last bytes, after the count of those
+	// dropped, since the end of a flood (a traceback, a summary) is what
+	// a reader wants. A send carries at most streamBytes+2*streamTail
+	// bytes of output, in at most streamParts+2 notifications.
+	streamTail = 1 << 10
+	// settleTimeout bounds the wait for the transport to take a
+	// notification off the session's queue (see settle).
 	settleTimeout = time.Second
 )
 
@@ -75,7 +82,8 @@ type outputStream struct {
 	held    [2][]byte // per stream: a tail that may begin a secret
 	parts   []part    // gathered since the last send, in order
 	kept    int       // bytes in parts
-	dropped [2]int64  // per stream, since the last send
+	tail    [2][]byte // per stream: the last of what did not fit in parts
+	dropped [2]int64  // per stream, since the last send: neither in parts nor tail
 	timer   *time.Timer
 	armed   bool      // timer will send
 	last    time.Time // of the last send
@@ -85,6 +93,9 @@ type outputStream struct {
 	// sendMu's.
 	sendMu   sync.Mutex
 	progress int64
+	// graced is called by Close once it sent its last notices, if the
+	// stream sent any; nil: none.
+	graced func()
 }
 
 // part is output gathered from one stream, redacted.
@@ -115,7 +126,7 @@ func (o *outputStream) Output(stream string, p []byte) {
 		text, o.held[i] = o.red.redact(append(o.held[i], p...), false)
 	}
 	o.gather(i, text)
-	if o.armed || o.kept == 0 && o.dropped == [2]int64{} {
+	if o.armed || o.kept == 0 && len(o.tail[i]) == 0 {
 		return
 	}
 	o.armed = true
@@ -127,31 +138,49 @@ func (o *outputStream) Output(stream string, p []byte) {
 	}
 }
 
-// gather keeps what text fits in this send, and counts the rest as
-// dropped. o.mu is held.
+// gather keeps what text fits in this send, up to streamBytes in all,
+// and of what does not the last streamTail bytes of each stream: the
+// end of a flood, a traceback, is what a reader wants. The rest is
+// counted as dropped. o.mu is held.
 func (o *outputStream) gather(i int, text []byte) {
-	n := min(len(text), streamBytes-o.kept)
-	switch {
-	case n == 0:
-	case len(o.parts) > 0 && o.parts[len(o.parts)-1].stream == i:
-		last := &o.parts[len(o.parts)-1]
-		last.text = append(last.text, text[:n]...)
-	case len(o.parts) < streamParts:
-		o.parts = append(o.parts, part{stream: i, text: append([]byte(nil), text[:n]...)})
-	default:
-		n = 0
+	n := 0
+	if len(o.tail[i]) == 0 && o.dropped[i] == 0 { // once over, the rest follows in the tail
+		n = min(len(text), streamBytes-o.kept)
+		switch {
+		case n == 0:
+		case len(o.parts) > 0 && o.parts[len(o.parts)-1].stream == i:
+			last := &o.parts[len(o.parts)-1]
+			last.text = append(last.text, text[:n]...)
+		case len(o.parts) < streamParts:
+			o.parts = append(o.parts, part{stream: i, text: append([]byte(nil), text[:n]...)})
+		default:
+			n = 0
+		}
+		o.kept += n
 	}
-	o.kept += n
-	o.dropped[i] += int64(len(text) - n)
+	over := text[n:]
+	if len(over) == 0 {
+		return
+	}
+	t := o.tail[i]
+	if cut := len(t) + len(over) - streamTail; cut > 0 {
+		o.dropped[i] += int64(cut)
+		if cut >= len(t) {
+			t, over = t[:0], over[cut-len(t):]
+		} else {
+			t = append(t[:0], t[cut:]...)
+		}
+	}
+	o.tail[i] = append(t, over...)
 }
 
-// take returns the notices of what was gathered since the last send,
-// and starts the next. o.mu is held.
-func (o *outputStream) take() (parts []part, dropped [2]int64) {
-	parts, dropped = o.parts, o.dropped
-	o.parts, o.kept, o.dropped = nil, 0, [2]int64{}
+// take returns what was gathered since the last send, and starts the
+// next. o.mu is held.
+func (o *outputStream) take() (parts []part, dropped [2]int64, tails [2][]byte) {
+	parts, dropped, tails = o.parts, o.dropped, o.tail
+	o.parts, o.kept, o.dropped, o.tail = nil, 0, [2]int64{}, [2][]byte{}
 	o.armed, o.last = false, time.Now()
-	return parts, dropped
+	return parts, dropped, tails
 }
 
 // flush sends what was gathered: the timer's function.
@@ -163,9 +192,9 @@ func (o *outputStream) flush() {
 		o.mu.Unlock()
 		return
 	}
-	parts, dropped := o.take()
+	parts, dropped, tails := o.take()
 	o.mu.Unlock()
-	o.sendAll(parts, dropped)
+	o.sendAll(parts, dropped, tails)
 }
 
 // Close sends what is left, the held tails included, and stops the
@@ -185,23 +214,31 @@ func (o *outputStream) Close() {
 			o.held[i] = nil
 		}
 	}
-	parts, dropped := o.take()
+	parts, dropped, tails := o.take()
 	o.mu.Unlock()
-	o.sendAll(parts, dropped)
+	o.sendAll(parts, dropped, tails)
+	if o.progress > 0 && o.graced != nil {
+		o.graced()
+	}
 }
 
-// sendAll sends parts, then a summary of each stream's dropped bytes.
-// o.sendMu is held.
-func (o *outputStream) sendAll(parts []part, dropped [2]int64) {
+// sendAll sends parts, then for each stream that had more, how much was
+// dropped and its tail. o.sendMu is held.
+func (o *outputStream) sendAll(parts []part, dropped [2]int64, tails [2][]byte) {
 	for _, p := range parts {
 		o.progress += int64(len(p.text))
 		o.send(notice{stream: streams[p.stream], text: strings.ToValidUTF8(string(p.text), "\uFFFD"), progress: o.progress})
 	}
 	for i, n := range dropped {
-		if n > 0 {
-			o.progress += n
-			o.send(notice{stream: streams[i], text: fmt.Sprintf("[... %d bytes of %s not streamed ...]\n", n, streams[i]), progress: o.progress})
+		if n == 0 && len(tails[i]) == 0 {
+			continue
 		}
+		o.progress += n + int64(len(tails[i]))
+		text := fmt.Sprintf("[... %d bytes of %s not streamed ...]\n", n, streams[i])
+		if n == 0 {
+			text = ""
+		}
+		o.send(notice{stream: streams[i], text: text + strings.ToValidUTF8(string(tails[i]), "\uFFFD"), progress: o.progress})
 	}
 }
 
@@ -281,18 +318,33 @@ func callStream(ctx context.Context, req mcp.CallToolRequest, red *redactor) *ou
 	if token == nil && !logs {
 		return nil
 	}
-	return newOutputStream(red, func(n notice) {
-		// A notification the transport's queue has no room for is lost
-		// (mcp-go does not block); the result has the output anyway.
+	// stuck is set once the transport did not take a notification off
+	// the session's queue within settleTimeout: the later ones are not
+	// waited for. The sends are one at a time (see outputStream).
+	stuck := false
+	sent := func(err error) {
+		// A notification the queue has no room for is lost (mcp-go does
+		// not block); the result has the output anyway.
+		if err == nil && !stuck {
+			stuck = !settle(ctx)
+		}
+	}
+	o := newOutputStream(red, func(n notice) {
 		if token != nil {
-			s.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
+			sent(s.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
 				"progressToken": token, "progress": n.progress, "message": n.stream + ": " + n.text,
-			})
+			}))
 		}
 		if logs {
-			s.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelInfo, n.stream, n.text))
+			sent(s.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelInfo, n.stream, n.text)))
 		}
 	})
+	o.graced = func() {
+		if !stuck {
+			time.Sleep(writeGrace)
+		}
+	}
+	return o
 }
 
 // logsInfo reports whether the client of the request ctx carries lets log
@@ -308,20 +360,35 @@ func logsInfo(ctx context.Context) bool {
 }
 
 // settle waits, up to settleTimeout, until the transport has taken the
-// notifications sent during the request ctx carries off the session's
-// queue, so that they go out before the result. mcp-go queues a
-// notification for a goroutine of the transport's to write, while it
-// writes the result itself: without the wait the last notifications
-// could follow the result, which a client drops. There is no event to
-// wait for, so the queue's length is polled.
-func settle(ctx context.Context) {
+// notifications queued for the session of the request ctx carries off its
+// queue; it reports whether it did. mcp-go queues a notification for a
+// goroutine of the transport's to write, and on streamable HTTP every
+// stream open on the MCP session (each POST in flight, the GET stream)
+// takes from the one queue: two notifications queued at once may go out
+// on two streams, in either order. Sending each once the one before it
+// was taken keeps them in order as long as the transport writes what it
+// took at once. There is no event to wait for, so the queue's length is
+// polled.
+func settle(ctx context.Context) bool {
 	session := server.ClientSessionFromContext(ctx)
 	if session == nil {
-		return
+		return true
 	}
 	q := session.NotificationChannel()
 	deadline := time.Now().Add(settleTimeout)
-	for len(q) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(time.Millisecond)
+	for len(q) > 0 {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(100 * time.Microsecond)
 	}
+	return true
 }
+
+// writeGrace is how long a call that sent notifications waits, once the
+// last was taken off the queue (see settle), before its result: mcp-go
+// writes the result itself while the goroutine that took the
+// notification may not have written it yet, and a notification that
+// comes after the result is dropped by the client. A guess at "at once",
+// not a guarantee: there is nothing to wait for.
+const writeGrace = time.Millisecond

@@ -143,18 +143,22 @@ func TestOutputStreamBoundsAFlood(t *testing.T) {
 		}
 		if strings.HasPrefix(n.text, "[... ") {
 			summaries++
-			continue
 		}
 		text += len(n.text)
 	}
-	if text > sends*streamBytes*2 { // a marker is longer than its secret
-		t.Errorf("%d bytes of output in %d notifications over %d sends; want at most %d a send", text, len(ns), sends, streamBytes)
+	perSend := streamBytes + 2*streamTail + 2*64 // the summaries' lines
+	if text > sends*perSend*2 {                  // a marker is longer than its secret
+		t.Errorf("%d bytes in %d notifications over %d sends; want at most %d a send", text, len(ns), sends, perSend)
 	}
 	if len(ns) > sends*(streamParts+2) {
 		t.Errorf("%d notifications over %d sends; want at most %d a send", len(ns), sends, streamParts+2)
 	}
 	if summaries == 0 {
 		t.Error("no notification says what was not streamed")
+	}
+	// The end of the flood is streamed: each stream's tail.
+	if !strings.HasSuffix(ns[len(ns)-1].text, "\nflood [redacted TOKEN] line\n") {
+		t.Errorf("the last notification %q does not end as the flood did", ns[len(ns)-1].text)
 	}
 	// Progress counts the output after redaction: each line's secret is
 	// its marker, two bytes longer.

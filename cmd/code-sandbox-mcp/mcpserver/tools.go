@@ -294,7 +294,6 @@ func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, 
 		res, err := run(ctx, r)
 		if out != nil {
 			out.Close()
-			settle(ctx)
 		}
 		if err != nil {
 			if a.session != "" && ctx.Err() != nil {
