@@ -45,6 +45,10 @@ const (
 	// a reader wants. A send carries at most streamBytes+2*streamTail
 	// bytes of output, in at most streamParts+2 notifications.
 	streamTail = 1 << 10
+	// lineWait is how long a send waits for the end of a line it would
+	// cut: interpreters often write a line's text and its newline apart
+	// (Python's print does, unbuffered), a few microseconds apart.
+	lineWait = 20 * time.Millisecond
 	// settleTimeout bounds the wait for the transport to take a
 	// notification off the session's queue (see settle).
 	settleTimeout = time.Second
@@ -87,6 +91,8 @@ type outputStream struct {
 	timer   *time.Timer
 	armed   bool      // timer will send
 	last    time.Time // of the last send
+	first   time.Time // when the output gathered for the next send began
+	cut     bool      // the timer waits for the end of a line (see cutWait)
 	closed  bool
 
 	// sendMu makes the sends one at a time, in order; progress is
@@ -125,7 +131,15 @@ func (o *outputStream) Output(stream string, p []byte) {
 	if o.red != nil {
 		text, o.held[i] = o.red.redact(append(o.held[i], p...), false)
 	}
+	if o.kept == 0 && len(o.tail[0])+len(o.tail[1]) == 0 {
+		o.first = time.Now()
+	}
 	o.gather(i, text)
+	if o.cut && bytes.HasSuffix(text, []byte("\n")) {
+		// The line the timer waits for ended: send now.
+		o.cut = false
+		o.timer.Reset(0)
+	}
 	if o.armed || o.kept == 0 && len(o.tail[i]) == 0 {
 		return
 	}
@@ -188,13 +202,35 @@ func (o *outputStream) flush() {
 	o.sendMu.Lock()
 	defer o.sendMu.Unlock()
 	o.mu.Lock()
-	if o.closed {
+	if o.closed || o.kept == 0 && len(o.tail[0])+len(o.tail[1]) == 0 {
+		// Closed, or a second firing (see Output's reset) found nothing.
 		o.mu.Unlock()
 		return
 	}
+	if wait := o.cutWait(); wait > 0 {
+		o.cut = true
+		o.timer.Reset(wait)
+		o.mu.Unlock()
+		return
+	}
+	o.cut = false
 	parts, dropped, tails := o.take()
 	o.mu.Unlock()
 	o.sendAll(parts, dropped, tails)
+}
+
+// cutWait is how much longer the next send should wait for the end of
+// the line it would cut, within lineWait of the output's start; 0: send
+// now. o.mu is held.
+func (o *outputStream) cutWait() time.Duration {
+	if len(o.parts) == 0 || len(o.tail[0])+len(o.tail[1]) > 0 {
+		return 0
+	}
+	last := o.parts[len(o.parts)-1].text
+	if last[len(last)-1] == '\n' {
+		return 0
+	}
+	return time.Until(o.first.Add(lineWait))
 }
 
 // Close sends what is left, the held tails included, and stops the

@@ -311,3 +311,24 @@ func TestLogMessagesOnlyAtInfo(t *testing.T) {
 		t.Errorf("log records %q; want %q", got, want)
 	}
 }
+
+func TestOutputStreamWaitsForTheEndOfALine(t *testing.T) {
+	var r recorder
+	o := newOutputStream(nil, r.send)
+	// A line's text and its newline, written apart: one notification.
+	o.Output("stdout", []byte("hello"))
+	time.Sleep(lineWait / 4)
+	o.Output("stdout", []byte("\n"))
+	deadline := time.Now().Add(5 * time.Second)
+	for len(r.all()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	// A line that does not end goes out after lineWait.
+	o.Output("stdout", []byte("50% done\r"))
+	time.Sleep(streamEvery + 2*lineWait)
+	ns := r.all()
+	o.Close()
+	if got := joined(ns); len(ns) != 2 || got != "stdout:hello\n50% done\r" {
+		t.Errorf("notices %+v; want hello's line, then the unfinished one", ns)
+	}
+}
