@@ -47,8 +47,11 @@ const (
 	streamTail = 1 << 10
 	// lineWait is how long a send waits for the end of a line it would
 	// cut: interpreters often write a line's text and its newline apart
-	// (Python's print does, unbuffered), a few microseconds apart.
-	lineWait = 20 * time.Millisecond
+	// (Python's print does, unbuffered), microseconds apart on an idle
+	// host, tens of milliseconds on a busy one. The end of the line
+	// sends at once; a line that does not end (a progress bar's \r)
+	// waits this long.
+	lineWait = 50 * time.Millisecond
 	// settleTimeout bounds the wait for the transport to take a
 	// notification off the session's queue (see settle).
 	settleTimeout = time.Second
@@ -99,8 +102,9 @@ type outputStream struct {
 	// sendMu's.
 	sendMu   sync.Mutex
 	progress int64
-	// graced is called by Close once it sent its last notices, if the
-	// stream sent any; nil: none.
+	sentAt   time.Time // when the last notices were sent
+	// graced is called by Close once it sent its last notices, if it
+	// sent any or the last went out within writeGrace; nil: none.
 	graced func()
 }
 
@@ -252,18 +256,29 @@ func (o *outputStream) Close() {
 	}
 	parts, dropped, tails := o.take()
 	o.mu.Unlock()
-	o.sendAll(parts, dropped, tails)
-	if o.progress > 0 && o.graced != nil {
-		o.graced()
+	// The grace is for notifications the transport may not have written
+	// yet: none if the last went out a while ago (a hello's, sent as it
+	// printed).
+	if o.sendAll(parts, dropped, tails) > 0 || time.Since(o.sentAt) < writeGrace {
+		if o.graced != nil {
+			o.graced()
+		}
 	}
 }
 
 // sendAll sends parts, then for each stream that had more, how much was
-// dropped and its tail. o.sendMu is held.
-func (o *outputStream) sendAll(parts []part, dropped [2]int64, tails [2][]byte) {
+// dropped and its tail; it returns how many notices it sent. o.sendMu is
+// held.
+func (o *outputStream) sendAll(parts []part, dropped [2]int64, tails [2][]byte) (sent int) {
+	defer func() {
+		if sent > 0 {
+			o.sentAt = time.Now()
+		}
+	}()
 	for _, p := range parts {
 		o.progress += int64(len(p.text))
 		o.send(notice{stream: streams[p.stream], text: strings.ToValidUTF8(string(p.text), "\uFFFD"), progress: o.progress})
+		sent++
 	}
 	for i, n := range dropped {
 		if n == 0 && len(tails[i]) == 0 {
@@ -275,7 +290,9 @@ func (o *outputStream) sendAll(parts []part, dropped [2]int64, tails [2][]byte) 
 			text = ""
 		}
 		o.send(notice{stream: streams[i], text: text + strings.ToValidUTF8(string(tails[i]), "\uFFFD"), progress: o.progress})
+		sent++
 	}
+	return sent
 }
 
 // redactor replaces each secret's value in a stream by its marker, across
