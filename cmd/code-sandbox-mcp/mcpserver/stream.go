@@ -383,6 +383,9 @@ func callStream(ctx context.Context, req mcp.CallToolRequest, red *redactor) *ou
 		}
 	}
 	o := newOutputStream(red, func(n notice) {
+		if ctx.Err() != nil {
+			return // a cancelled call's client no longer listens for it
+		}
 		if token != nil {
 			sent(s.SendNotificationToClient(ctx, string(mcp.MethodNotificationProgress), map[string]any{
 				"progressToken": token, "progress": n.progress, "message": n.stream + ": " + n.text,
