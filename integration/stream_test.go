@@ -168,6 +168,27 @@ func TestStreamTicks(t *testing.T) {
 	})
 }
 
+// A run in a sandbox made on demand (no pool: started by containerd's
+// Start, no warm driver) streams as a warm one does.
+func TestStreamColdRun(t *testing.T) {
+	serverOnly(t, "2.x")
+	s := startMCP(t, serverSpec{config: "[languages.python]\npool = 0\n"})
+	r := recordNotes(s.c)
+	began := time.Now()
+	res, notes := callStreaming(testContext(t), t, s.c, r, "run_python_code", code(
+		"import time\nfor i in range(3):\n    print(f'cold {i}', flush=True)\n    time.sleep(0.6)\n"))
+	took := time.Since(began)
+	if got, want := streamed(notes, "notifications/progress", "stdout"), "cold 0\ncold 1\ncold 2\n"; got != want {
+		t.Errorf("streamed %q; want %q (%+v)", got, want, notes)
+	}
+	if len(notes) < 2 || took-notes[0].At < time.Second {
+		t.Errorf("notifications %+v in a call of %s; want the first a second or more before the result", notes, took)
+	}
+	if res.out.Stdout != "cold 0\ncold 1\ncold 2\n" {
+		t.Errorf("result %+v; want the program's output", res.out)
+	}
+}
+
 // A session's cell streams its output as a one-shot run does.
 func TestStreamSessionCell(t *testing.T) {
 	serverOnly(t, "1.6")
