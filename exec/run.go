@@ -67,7 +67,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		h(req.Language, s != nil)
 	}
 	if s != nil {
-		res, err := s.Execute(ctx, req.Code, req.Files, timeout)
+		res, err := s.Execute(ctx, req.Code, req.Files, timeout, req.Output)
 		e.retire(s)
 		var ended *sandbox.StubEnded
 		if !errors.As(err, &ended) {
@@ -83,7 +83,7 @@ func (e *Executor) Run(ctx context.Context, req Request) (_ *Result, err error) 
 		return nil, err
 	}
 	defer e.retire(s)
-	return s.Execute(ctx, req.Code, req.Files, timeout)
+	return s.Execute(ctx, req.Code, req.Files, timeout, req.Output)
 }
 
 // errOutOfTime is the cause that ends a run's wait for a sandbox made on

@@ -153,5 +153,5 @@ func (e *Executor) runInSession(ctx context.Context, req Request, timeout time.D
 		return nil, err
 	}
 	defer release()
-	return ss.Run(ctx, req.Code, req.Files, timeout)
+	return ss.Run(ctx, req.Code, req.Files, timeout, req.Output)
 }

@@ -15,6 +15,9 @@ package integration
 //   - session cells and create_session (bench_session_test.go);
 //   - a Python hello over streamable HTTP with tokens beside stdio, and
 //     throughput at concurrency 8 from 8 HTTP clients (bench_http_test.go);
+//   - a Python hello with a progress token beside the same without one,
+//     and the latency from a print in the sandbox to its notification at
+//     the client (bench_stream_test.go);
 //   - the time from the server's exec to its first result;
 //   - a soak: BENCH_SOAK_N (default 1000) Python hellos at concurrency 8 on
 //     one server, with its errors, its RSS after every 100 calls, and what
@@ -199,8 +202,10 @@ type benchReport struct {
 	ReadyMemMiB map[string]float64 `json:"ready_mem_mib,omitempty"`
 	Soak        *soakRow           `json:"soak,omitempty"`
 	SoakHTTP    *soakHTTPRow       `json:"soak_http,omitempty"`
-	Targets     []target           `json:"targets"`
-	Notes       []string           `json:"notes,omitempty"`
+	// StreamNotify is the latency from a print to its notification.
+	StreamNotify *notifyRow `json:"stream_notify,omitempty"`
+	Targets      []target   `json:"targets"`
+	Notes        []string   `json:"notes,omitempty"`
 }
 
 func BenchmarkSideBySide(b *testing.B) {
@@ -270,6 +275,11 @@ func benchRunParts(b *testing.B, bin string, n, nSoak int, rep *benchReport) {
 	// HTTP beside stdio.
 	if part("http") {
 		httpRows(b, bin, pool, n, rep)
+	}
+
+	// Streamed output: its cost on a hello, and its latency.
+	if part("stream") {
+		streamRows(b, bin, pool, n, rep)
 	}
 
 	// The ceiling of containerd and runc here, with no server running.
@@ -432,7 +442,7 @@ func writeBench(b *testing.B, rep *benchReport) {
 }
 
 // benchPartNames are the parts of the run, in order, for BENCH_ONLY.
-var benchPartNames = []string{"floor", "pool", "cold", "phases", "session", "http", "platform", "pool0", "first", "soak", "soakhttp", "cli"}
+var benchPartNames = []string{"floor", "pool", "cold", "phases", "session", "http", "stream", "platform", "pool0", "first", "soak", "soakhttp", "cli"}
 
 // benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
 // (all of them when it is empty), and reports whether a part is to run.
@@ -1285,6 +1295,7 @@ func (r *benchReport) judge() {
 	r.judgeWarm(add)
 	r.judgeSessions(add)
 	r.judgeHTTP(add)
+	r.judgeStream(add)
 	if r.IdleRSSMiB > 0 {
 		add("server RSS <= 30 MiB idle", true, fmt.Sprintf("%.1f MiB", r.IdleRSSMiB), r.IdleRSSMiB <= 30)
 	}
@@ -1361,6 +1372,9 @@ func (r *benchReport) writeMeasures(w *strings.Builder) {
 	}
 	if len(r.FirstResult) > 0 {
 		fmt.Fprintf(w, "\nfirst result after exec: %v ms.\n", r.FirstResult)
+	}
+	if r.StreamNotify != nil {
+		fmt.Fprintf(w, "\n%s\n", r.StreamNotify)
 	}
 
 }

@@ -254,6 +254,7 @@ func (s *Server) serveMCP(ctx context.Context, newExecutor newExecutorFunc, prin
 		Version: s.version, ImportHint: ImportHint(cfg), DoctorHint: DoctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
 		Sessions: s.aud.wrapSessions(lx), Principal: principal, Clients: clients, Tasks: tasks,
+		Secrets: notificationSecrets(cfg, s.env, logger),
 	}, cfg.Enabled(), s.aud.wrapRun(s.tel.instrument(lx), principal), opts...)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)

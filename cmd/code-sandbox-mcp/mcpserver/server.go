@@ -85,6 +85,10 @@ type Options struct {
 	// create_session run as MCP tasks; the caller closes it at shutdown,
 	// before the executor (Tasks.Close). A Tasks serves one server.
 	Tasks *Tasks
+	// Secrets are the values no notification of a run's output may carry
+	// (the pass-through variables'): each is replaced by "[redacted
+	// NAME]". Results are not redacted: they are the program's output.
+	Secrets []Secret
 
 	// now reads the clock of the file store; nil is time.Now.
 	now func() time.Time

@@ -151,17 +151,17 @@ type task struct {
 	// why is the first reason the task was stopped for, if it was; a
 	// task stopped before its run began is cancelled as it begins.
 	why error
-	out [2]streamTail // stdout, stderr
+	out [2]outputTail // stdout, stderr
 }
 
-// streamTail is the end of one stream's output so far, and its size.
-type streamTail struct {
+// outputTail is the end of one stream's output so far, and its size.
+type outputTail struct {
 	tail  []byte
 	total int64
 }
 
 // add appends p, keeping the last taskOutputTail bytes.
-func (s *streamTail) add(p []byte) {
+func (s *outputTail) add(p []byte) {
 	s.total += int64(len(p))
 	if len(p) >= taskOutputTail {
 		s.tail = append(s.tail[:0], p[len(p)-taskOutputTail:]...)

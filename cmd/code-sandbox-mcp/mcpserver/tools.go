@@ -307,8 +307,11 @@ func jsonKind(raw json.RawMessage) string {
 // toolHandler adapts one language's tool to the executor: validate the
 // arguments, run, keep the output files in store, build the result. Every
 // failure is a result with isError set, never a Go error, so the model
-// reads it.
+// reads it. The run's output is streamed to a client that asked for
+// progress or info logs (see callStream), o.Secrets redacted, and the
+// last of it is sent before the result.
 func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, o Options, sess *sessions) server.ToolHandlerFunc {
+	red := newRedactor(o.Secrets)
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tk := taskOf(ctx)
 		// A 2026-07-28 client has no tasks here: a refusal does not point it
@@ -324,7 +327,20 @@ func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, 
 		if a.session != "" {
 			r.Session, r.Owner = a.session, sess.owner(ctx)
 		}
+		out := callStream(ctx, req, red)
+		switch {
+		case out != nil && tk != nil:
+			r.Output = func(stream string, p []byte) {
+				tk.output(stream, p)
+				out.Output(stream, p)
+			}
+		case out != nil:
+			r.Output = out.Output
+		}
 		res, err := run(ctx, r)
+		if out != nil {
+			out.Close()
+		}
 		if err != nil {
 			if a.session != "" && ctx.Err() != nil {
 				return mcp.NewToolResultError(fmt.Sprintf("The call was cancelled before the cell finished, so there is no result; the cell is being interrupted, and session %s lives on if its interpreter comes back (%s tells).",

@@ -32,8 +32,10 @@ const (
 // files into the workspace, starts the program (or, started ahead, sends
 // the stub its line), and collects what it did: its output, its status
 // and its output files. The program never goes through argv. On expiry of
-// timeout, or when ctx ends, every process of the sandbox is killed.
-func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.File, timeout time.Duration) (*Result, error) {
+// timeout, or when ctx ends, every process of the sandbox is killed. output,
+// if not nil, is told the program's output as it is read (see
+// exec.Request.Output), until Execute returns.
+func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.File, timeout time.Duration, output func(stream string, p []byte)) (*Result, error) {
 	begun := time.Now()
 	if err := s.writeProgram(code); err != nil {
 		return nil, err
@@ -43,6 +45,7 @@ func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.Fi
 		return nil, err
 	}
 
+	defer s.tapOutput(output)()
 	// tctx ends at the timeout or with ctx; await tells which by ctx.
 	tctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -95,6 +98,22 @@ func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.Fi
 		"write", start.Sub(begun), "start", started.Sub(start), "run", res.Duration,
 		"drain", drained.Sub(start)-res.Duration, "files", time.Since(drained), "sent_ns", start.UnixNano())
 	return res, nil
+}
+
+// tapOutput makes the output captures tell out (if not nil) what they are
+// written, named by stream, until untap is called. Set before the program
+// starts, it sees all of the program's output: a warm sandbox's gates
+// write to the captures only what follows the driver's marker.
+func (s *Sandbox) tapOutput(out func(stream string, p []byte)) (untap func()) {
+	if out == nil {
+		return func() {}
+	}
+	s.stdout.Tap(func(p []byte) { out("stdout", p) })
+	s.stderr.Tap(func(p []byte) { out("stderr", p) })
+	return func() {
+		s.stdout.Tap(nil)
+		s.stderr.Tap(nil)
+	}
 }
 
 // await waits for the program's end, or for tctx's, which ends at the

@@ -14,6 +14,7 @@ type Capture struct {
 	tailPos int    // next write position in tail once it is full
 	tailLen int
 	total   int64
+	tap     func(p []byte) // told each write, whole; see Tap
 }
 
 func NewCapture(max int) *Capture {
@@ -26,6 +27,9 @@ func (c *Capture) Write(p []byte) (int, error) {
 	defer c.mu.Unlock()
 	n := len(p)
 	c.total += int64(n)
+	if c.tap != nil {
+		c.tap(p)
+	}
 	headMax := c.max / 2
 	if len(c.head) < headMax {
 		if c.head == nil {
@@ -54,6 +58,15 @@ func (c *Capture) Write(p []byte) (int, error) {
 		c.tailLen = min(c.tailLen+k, tailMax)
 	}
 	return n, nil
+}
+
+// Tap makes every later write be told to f as well, whole, before it is
+// kept; nil stops it. f runs on the writer's goroutine with the capture
+// locked, so it must copy p and return quickly (see exec.Request.Output).
+func (c *Capture) Tap(f func(p []byte)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tap = f
 }
 
 // Bytes returns what was kept, head then tail, and how many bytes were

@@ -54,3 +54,22 @@ func TestCaptureMemoryIsBounded(t *testing.T) {
 		t.Fatalf("got %d bytes, dropped %d; want 1024, %d", len(got), dropped, 4096*1000-1024)
 	}
 }
+
+func TestCaptureTapSeesEveryWriteWhole(t *testing.T) {
+	c := NewCapture(8)
+	var tapped []string
+	c.Write([]byte("before "))
+	c.Tap(func(p []byte) { tapped = append(tapped, string(p)) })
+	for _, w := range []string{"a long write, over the cap", "b"} {
+		c.Write([]byte(w))
+	}
+	c.Tap(nil)
+	c.Write([]byte("after"))
+	if got, want := strings.Join(tapped, "|"), "a long write, over the cap|b"; got != want {
+		t.Errorf("tapped %q; want %q", got, want)
+	}
+	// What the capture keeps is the same as without the tap.
+	if kept, dropped := c.Bytes(); string(kept) != "befofter" || dropped != 31 {
+		t.Errorf("kept %q, dropped %d", kept, dropped)
+	}
+}

@@ -49,7 +49,7 @@ func (t *Table) Open(ctx context.Context, o Opening) (*Session, error) {
 		busy: true, // until it is ready: watch leaves its end to us
 	}
 	go ss.watch()
-	c, err := ss.cell(ctx, "", 0, driverStartTimeout)
+	c, err := ss.cell(ctx, "", 0, driverStartTimeout, nil)
 	if err == nil && (c.ended != "" || c.status.Status != "ok") {
 		err = fmt.Errorf("the %s session driver did not start: %s%s: %w", o.Lang.SessionDriver, c.failure(), quoteTail(c.stderr), errdefs.ErrFailedPrecondition)
 	}
@@ -81,11 +81,12 @@ func (t *Table) Open(ctx context.Context, o Opening) (*Session, error) {
 }
 
 // Run runs code as the session's next cell, with files written into its
-// workspace first, and returns what it did. The caller holds the
+// workspace first, and returns what it did; output, if not nil, is told
+// the cell's output as it is read (see exec.Request.Output). The caller holds the
 // session's Turn. At timeout, or when ctx ends, the cell is interrupted;
 // a session whose interpreter then ends, or does not stop, is ended, and
 // the result says so.
-func (ss *Session) Run(ctx context.Context, code string, files []workspace.File, timeout time.Duration) (*sandbox.Result, error) {
+func (ss *Session) Run(ctx context.Context, code string, files []workspace.File, timeout time.Duration, output func(stream string, p []byte)) (*sandbox.Result, error) {
 	if !ss.startCall() {
 		return nil, ss.t.NoSession(ss.owner, ss.id)
 	}
@@ -116,7 +117,7 @@ func (ss *Session) Run(ctx context.Context, code string, files []workspace.File,
 	}()
 	start := time.Now()
 	n := ss.count()
-	c, err := ss.cell(ctx, code, n, timeout)
+	c, err := ss.cell(ctx, code, n, timeout, output)
 	if err != nil {
 		return nil, err
 	}
@@ -238,11 +239,16 @@ type cellRequest struct {
 // cell sends the driver cell n and waits for its end. At timeout, or when
 // ctx ends, the driver is sent SIGINT, and has interruptGrace to answer;
 // past it the outcome says the session must end. An error means the cell
-// could not be run at all, or the call was cancelled.
-func (ss *Session) cell(ctx context.Context, code string, n int, timeout time.Duration) (cellOutcome, error) {
+// could not be run at all, or the call was cancelled. output, if not nil,
+// is told the cell's output as it comes, until cell returns.
+func (ss *Session) cell(ctx context.Context, code string, n int, timeout time.Duration, output func(stream string, p []byte)) (cellOutcome, error) {
 	var c cellOutcome
 	token := newToken()
-	outEnd, errEnd := ss.io.out.begin(token), ss.io.errs.begin(token)
+	outEnd, errEnd := ss.io.out.begin(token, named("stdout", output)), ss.io.errs.begin(token, named("stderr", output))
+	// A cell that did not end leaves its streams tapped: what comes later
+	// is not this call's to tell.
+	defer ss.io.out.untap()
+	defer ss.io.errs.untap()
 	start := time.Now()
 	wrote, err := ss.send(cellRequest{Cell: n, Code: code, End: token})
 	if err != nil {
@@ -309,6 +315,14 @@ func (ss *Session) cell(ctx context.Context, code string, n int, timeout time.Du
 	}
 	c.took = time.Since(start)
 	return ss.finished(c, out, errs, cancelled)
+}
+
+// named is output for one stream, or nil if output is.
+func named(stream string, output func(stream string, p []byte)) func(p []byte) {
+	if output == nil {
+		return nil
+	}
+	return func(p []byte) { output(stream, p) }
 }
 
 // send writes request r to the driver, in the background (a driver that

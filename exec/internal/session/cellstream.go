@@ -37,6 +37,9 @@ type cellStream struct {
 	line    []byte
 	overLen bool // the status line outgrew maxStatusLine
 	ended   chan cellEnd
+	// tap is told the current cell's output as it is kept (see begin);
+	// nil between cells, where what comes is not streamed.
+	tap func(p []byte)
 }
 
 func newCellStream(max int, status bool) *cellStream {
@@ -45,10 +48,14 @@ func newCellStream(max int, status bool) *cellStream {
 
 // begin starts looking for token, which ends the cell that is about to
 // run; the returned channel receives the cell's end once, when the token
-// (and on standard output the status line) has come.
-func (c *cellStream) begin(token string) <-chan cellEnd {
+// (and on standard output the status line) has come. tap, if not nil, is
+// told the cell's output as it comes (never the token nor the status
+// line), until the cell ends or untap is called; it runs with the stream
+// locked, on the writer's goroutine.
+func (c *cellStream) begin(token string, tap func(p []byte)) <-chan cellEnd {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.tap = tap
 	c.token = []byte(token)
 	c.held = nil
 	c.inLine, c.line, c.overLen = false, nil, false
@@ -80,7 +87,7 @@ func (c *cellStream) Write(p []byte) (int, error) {
 			p = p[i+1:]
 			c.finish(c.line)
 		case c.token == nil:
-			c.cur.Write(p)
+			c.keep(p)
 			return n, nil
 		default:
 			buf := p
@@ -91,11 +98,11 @@ func (c *cellStream) Write(p []byte) (int, error) {
 			i := bytes.Index(buf, c.token)
 			if i < 0 {
 				k := heldBack(buf, c.token)
-				c.cur.Write(buf[:len(buf)-k])
+				c.keep(buf[:len(buf)-k])
 				c.held = append([]byte(nil), buf[len(buf)-k:]...)
 				return n, nil
 			}
-			c.cur.Write(buf[:i])
+			c.keep(buf[:i])
 			p = buf[i+len(c.token):]
 			if c.status {
 				c.inLine = true
@@ -116,8 +123,27 @@ func (c *cellStream) finish(status []byte) {
 	}
 	c.ended <- cellEnd{out: out, dropped: dropped, status: status}
 	c.cur = sandbox.NewCapture(c.max)
-	c.token, c.held = nil, nil
+	c.token, c.held, c.tap = nil, nil, nil
 	c.inLine, c.line, c.overLen = false, nil, false
+}
+
+// keep keeps p as the current cell's output, and tells the tap. c.mu is
+// held.
+func (c *cellStream) keep(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	c.cur.Write(p)
+	if c.tap != nil {
+		c.tap(p)
+	}
+}
+
+// untap stops telling the cell's output to the tap begin was given.
+func (c *cellStream) untap() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tap = nil
 }
 
 // heldBack returns the length of the longest tail of buf that is a proper
