@@ -202,7 +202,10 @@ func TestBadRequests(t *testing.T) {
 	e := newExecutor(t, nil)
 	for name, req := range map[string]exec.Request{
 		"unknown language":     {Language: "cobol", Code: "x"},
-		"timeout over maximum": {Language: "python", Code: "pass", Timeout: time.Hour},
+		// Over max_task_timeout (1 h by default), the longest a run may
+		// ask for; what a plain MCP call may ask is the MCP server's to
+		// check (TestMCPTimeout).
+		"timeout over maximum": {Language: "python", Code: "pass", Timeout: 2 * time.Hour},
 		"negative timeout":     {Language: "python", Code: "pass", Timeout: -time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
