@@ -201,7 +201,7 @@ func TestProgramOverSizeCapIsRefused(t *testing.T) {
 func TestBadRequests(t *testing.T) {
 	e := newExecutor(t, nil)
 	for name, req := range map[string]exec.Request{
-		"unknown language":     {Language: "cobol", Code: "x"},
+		"unknown language": {Language: "cobol", Code: "x"},
 		// Over max_task_timeout (1 h by default), the longest a run may
 		// ask for; what a plain MCP call may ask is the MCP server's to
 		// check (TestMCPTimeout).
