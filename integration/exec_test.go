@@ -204,7 +204,7 @@ func TestBadRequests(t *testing.T) {
 		"unknown language": {Language: "cobol", Code: "x"},
 		// Over max_task_timeout (1 h by default), the longest a run may
 		// ask for; what a plain MCP call may ask is the MCP server's to
-		// check (TestMCPTimeout).
+		// check (mcpserver.TestTaskTimeoutCap).
 		"timeout over maximum": {Language: "python", Code: "pass", Timeout: 2 * time.Hour},
 		"negative timeout":     {Language: "python", Code: "pass", Timeout: -time.Second},
 	} {
