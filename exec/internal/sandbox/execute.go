@@ -304,11 +304,68 @@ func (s *Sandbox) kill(ctx context.Context) (uint32, error) {
 	}
 	wctx, cancel := context.WithTimeout(context.Background(), exitTimeout)
 	defer cancel()
-	status, ended, err := s.waitExit(wctx.Done(), true)
+	gone := s.pidfdExited(wctx.Done())
+	status, ended, err := s.waitExit(firstOf(wctx.Done(), gone), true)
+	if !ended && watch.IsClosed(gone) {
+		// The kernel's word on the exit was lost (a fork bomb makes it
+		// drop process events) and containerd has not answered yet (it
+		// is as busy): the pidfd says the first process is gone, and
+		// with it, as the init of the sandbox's pid namespace, every
+		// process in it. It was killed, by us. Destroy waits for
+		// containerd's word before the delete, as after the kernel's.
+		s.h.Log.Debug("killed sandbox gone by its pidfd; neither the kernel's exit event nor containerd's has come", "run", s.id)
+		s.exitOwed = s.exited != nil
+		return 128 + uint32(syscall.SIGKILL), nil
+	}
 	if !ended {
 		return 0, fmt.Errorf("sandbox %s did not exit within %s of SIGKILL, and containerd did not say so either: its status is unknown: %w", s.id, killTimeout+exitTimeout, errdefs.ErrUnavailable)
 	}
 	return status, err
+}
+
+// pidfdExited returns a channel closed once the sandbox's first process
+// has exited, as its pidfd tells (a pid namespace's init is reported
+// exited only once every other process in the namespace is gone), polled
+// until stop closes. Without a pidfd it never closes.
+func (s *Sandbox) pidfdExited(stop <-chan struct{}) <-chan struct{} {
+	gone := make(chan struct{})
+	if !s.hasPidfd {
+		return gone
+	}
+	// A copy of its own: Destroy may close the sandbox's before this
+	// poll has seen stop.
+	fd, err := unix.FcntlInt(uintptr(s.pidfd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return gone
+	}
+	go func() {
+		defer unix.Close(fd)
+		for !watch.IsClosed(stop) {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n, err := unix.Poll(p, 50)
+			if err == nil && n > 0 && p[0].Revents&unix.POLLIN != 0 {
+				close(gone)
+				return
+			}
+			if err != nil && err != unix.EINTR {
+				return
+			}
+		}
+	}()
+	return gone
+}
+
+// firstOf returns a channel closed once a or b is.
+func firstOf(a, b <-chan struct{}) <-chan struct{} {
+	c := make(chan struct{})
+	go func() {
+		select {
+		case <-a:
+		case <-b:
+		}
+		close(c)
+	}()
+	return c
 }
 
 // WaitExit waits for the sandbox's first process to end, or for stop to
