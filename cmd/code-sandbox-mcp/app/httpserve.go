@@ -272,15 +272,25 @@ func clientLimits(cfg *config.Config) clientlimit.Config {
 	}
 }
 
-// endOnShutdown ends the GET requests next serves (server-sent event
-// streams) when streams is cancelled.
-func endOnShutdown(streams context.Context, next http.Handler) http.Handler {
+// noEventStreamText is what a GET of /mcp is told.
+const noEventStreamText = "no standalone SSE stream: this server sends its messages to a client on the stream of the POST they belong to"
+
+// noEventStream answers a GET of /mcp, and a HEAD (a GET without the
+// body), with 405 and Allow: POST, DELETE, as MCP allows a server that
+// offers no stream of its own messages beside the POSTs; clients then go
+// on without one. mcp-go (v1.2.1) keeps one queue of notifications per
+// MCP session, from which every stream open on the session takes: with a
+// GET stream open, a call's streamed output could go out there instead
+// of on the call's POST, out of order, or after the call's result, when
+// the client drops it. The server sends nothing unasked for that a client
+// needs. A GET gets the same answer whatever MCP session it names, so
+// next, which checks the session's owner, never sees one.
+func noEventStream(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodGet {
-			ctx, cancel := context.WithCancel(r.Context())
-			defer cancel()
-			defer context.AfterFunc(streams, cancel)()
-			r = r.WithContext(ctx)
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			w.Header().Set("Allow", "POST, DELETE")
+			http.Error(w, noEventStreamText, http.StatusMethodNotAllowed)
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
@@ -289,20 +299,17 @@ func endOnShutdown(streams context.Context, next http.Handler) http.Handler {
 // serveListener is serveHTTP's transport on the listener ln.
 func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, ready func(context.Context) error, hs httpSettings, logger *slog.Logger) error {
 	sessions := newMCPSessions()
+	// noEventStream refuses GETs before mcp-go sees them; should one
+	// reach it, mcp-go refuses it too.
 	mcp := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), server.WithStreamableHTTPLogger(logger),
-		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(mcpSessionIdle))
+		server.WithSessionIdManagerResolver(sessions), server.WithSessionIdleTTL(mcpSessionIdle), server.WithDisableStreaming(true))
 	front := &mcpFront{mcp: mcp, limit: hs.maxBody, budget: newBodyBudget(hs.maxBody, hs.conns.read/2), logger: logger}
 	if hs.limits != nil {
 		front.initialize = hs.limits.Initialize
 	}
 	sessions.forgotten = front.end
-	// A client's GET stream of server messages never goes idle, so
-	// Shutdown would wait the whole grace for it: streams end as soon as
-	// the shutdown begins. Calls in flight are POSTs and may finish.
-	streams, endStreams := context.WithCancel(context.Background())
-	defer endStreams()
 	srv := &http.Server{
-		Handler:           httpHandler(sessions.check(endOnShutdown(streams, front)), hs, ready, logger),
+		Handler:           httpHandler(noEventStream(sessions.check(front)), hs, ready, logger),
 		ReadHeaderTimeout: hs.conns.readHeaderTimeout(),
 		ReadTimeout:       hs.conns.read,
 		IdleTimeout:       hs.conns.idle,
@@ -311,7 +318,6 @@ func serveListener(ctx context.Context, ln net.Listener, s *server.MCPServer, re
 	}
 	// Outermost, so that every write of every handler has its bound.
 	srv.Handler = connlimit.PerWrite(srv.Handler, hs.conns.write)
-	srv.RegisterOnShutdown(endStreams)
 	useTLS := hs.tlsCert != ""
 	ln = hs.conns.listen(ln, !useTLS, hs.tel, logger)
 	if !hs.loopback && !useTLS {

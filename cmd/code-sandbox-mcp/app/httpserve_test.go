@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -117,19 +119,93 @@ func TestHealthzSaysLittleAndLogsOnce(t *testing.T) {
 	}
 }
 
-// A client's open GET stream does not hold a SIGTERM for the whole grace:
-// the stream ends when the shutdown begins, and the server is gone at
-// once.
-func TestShutdownEndsStreams(t *testing.T) {
+// GET /mcp, and HEAD, get 405 with Allow: POST, DELETE and say why,
+// whatever MCP session they name, once the token and Origin checks have
+// passed them (without a token: 401; from a foreign origin: 403); POST
+// and DELETE are served as before.
+func TestMCPRefusesGET(t *testing.T) {
+	ts, tok := mcpSessionsServer(t)
+	if resp, body := mcpResponse(t, ts, http.MethodGet, "", "", ""); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("GET without a token: %d %q; want 401", resp.StatusCode, body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, ts.URL+"/mcp", nil)
+	req.Header.Set("Authorization", "Bearer "+tok["alice"])
+	req.Header.Set("Origin", "https://evil.example")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("GET from a foreign origin: %d; want 403", resp.StatusCode)
+	}
+
+	code, alice, body := mcpRequest(t, ts, http.MethodPost, tok["alice"], "", initializeBody)
+	if code != http.StatusOK || alice == "" {
+		t.Fatalf("alice's initialize: %d, session %q, %s", code, alice, body)
+	}
+	madeUp := mcpSessionPrefix + strings.Repeat("0", 32)
+	for _, tc := range []struct {
+		name, method, token, id string
+	}{
+		{"GET without a session", http.MethodGet, "alice", ""},
+		{"GET in alice's session", http.MethodGet, "alice", alice},
+		{"bob's GET in alice's session", http.MethodGet, "bob", alice},
+		{"GET in a made-up session", http.MethodGet, "alice", madeUp},
+		{"HEAD in alice's session", http.MethodHead, "alice", alice},
+	} {
+		resp, body := mcpResponse(t, ts, tc.method, tok[tc.token], tc.id, "")
+		want := noEventStreamText + "\n"
+		if tc.method == http.MethodHead {
+			want = ""
+		}
+		if resp.StatusCode != http.StatusMethodNotAllowed || body != want {
+			t.Errorf("%s: %d %q; want 405 %q", tc.name, resp.StatusCode, body, want)
+		}
+		if allow := resp.Header.Get("Allow"); allow != "POST, DELETE" {
+			t.Errorf("%s: Allow %q; want POST, DELETE", tc.name, allow)
+		}
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			t.Errorf("%s: Content-Type %q; want text/plain", tc.name, ct)
+		}
+	}
+
+	if code, _, body := mcpRequest(t, ts, http.MethodPost, tok["alice"], alice, pingBody); code != http.StatusOK || !strings.Contains(body, `"result"`) {
+		t.Errorf("alice's ping after the GETs: %d %s; want 200 and a result", code, body)
+	}
+	if code, _, body := mcpRequest(t, ts, http.MethodDelete, tok["alice"], alice, ""); code != http.StatusOK {
+		t.Errorf("alice's DELETE: %d %s; want 200", code, body)
+	}
+}
+
+// At SIGTERM the server waits for the calls in flight and for nothing
+// else: a call's POST stream, begun with a notification, ends with the
+// call's result, and the server is gone as soon as the call returns, long
+// before the grace. (A GET, which would be a stream that never ends, is
+// refused.)
+func TestShutdownWaitsForCallsOnly(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	release := make(chan struct{})
+	ms := server.NewMCPServer("test", "1", server.WithToolCapabilities(false))
+	ms.AddTool(mcp.NewTool("wait"), func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		// The notification makes the answer an event stream.
+		err := server.ServerFromContext(ctx).SendNotificationToClient(ctx, "notifications/progress",
+			map[string]any{"progressToken": req.Params.Meta.ProgressToken, "progress": 1, "message": "begun"})
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case <-release:
+			return mcp.NewToolResultText("done"), nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	served := make(chan error, 1)
 	go func() {
-		served <- serveListener(ctx, ln, server.NewMCPServer("test", "1"), func(context.Context) error { return nil },
+		served <- serveListener(ctx, ln, ms, func(context.Context) error { return nil },
 			httpSettings{loopback: true, grace: 20 * time.Second, maxBody: 1 << 20}, slog.New(slog.DiscardHandler))
 	}()
 	base := "http://" + ln.Addr().String() + "/mcp"
@@ -153,26 +229,61 @@ func TestShutdownEndsStreams(t *testing.T) {
 	if initialized.StatusCode != http.StatusOK || id == "" {
 		t.Fatalf("initialize: %d, session %q; want 200 and a session", initialized.StatusCode, id)
 	}
-	stream := do(http.MethodGet, id, "")
-	defer stream.Body.Close()
-	if stream.StatusCode != http.StatusOK {
-		t.Fatalf("GET stream: %d", stream.StatusCode)
+	get := do(http.MethodGet, id, "")
+	get.Body.Close()
+	if get.StatusCode != http.StatusMethodNotAllowed {
+		t.Fatalf("GET: %d; want 405", get.StatusCode)
 	}
+	call := do(http.MethodPost, id, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wait","_meta":{"progressToken":"p"}}}`)
+	defer call.Body.Close()
+	if ct := call.Header.Get("Content-Type"); call.StatusCode != http.StatusOK || ct != "text/event-stream" {
+		t.Fatalf("the call: %d, Content-Type %q; want 200 and an event stream", call.StatusCode, ct)
+	}
+	events := bufio.NewReader(call.Body)
+	for {
+		line, err := events.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the call's stream ended before its notification: %v", err)
+		}
+		if strings.Contains(line, "notifications/progress") {
+			break
+		}
+	}
+
 	start := time.Now()
 	cancel()
+	// The shutdown has begun once the listener refuses connections.
+	for {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the listener still accepts 5s after the shutdown began")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-served:
+		t.Fatalf("the server returned (%v) with a call in flight, within the grace", err)
+	default:
+	}
+	close(release)
+	rest, err := io.ReadAll(events)
+	if err != nil || !strings.Contains(string(rest), `"done"`) {
+		t.Errorf("the rest of the call's stream: %q, %v; want its result, and a clean end", rest, err)
+	}
 	select {
 	case err := <-served:
 		if err != nil {
 			t.Fatal(err)
 		}
 	case <-time.After(10 * time.Second):
-		t.Fatal("the server still waits for the open stream 10s after the shutdown began")
+		t.Fatal("the server still runs 10s after its last call returned")
 	}
 	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("the shutdown took %s with a stream open; want it at once", d)
-	}
-	if _, err := io.ReadAll(stream.Body); err != nil {
-		t.Logf("the stream ended with %v", err)
+		t.Errorf("the shutdown took %s with a call of a moment in flight; want about the call", d)
 	}
 }
 

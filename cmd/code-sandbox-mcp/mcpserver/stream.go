@@ -419,9 +419,10 @@ func logsInfo(ctx context.Context) bool {
 // notifications queued for the session of the request ctx carries off its
 // queue; it reports whether it did. mcp-go queues a notification for a
 // goroutine of the transport's to write, and on streamable HTTP every
-// stream open on the MCP session (each POST in flight, the GET stream)
-// takes from the one queue: two notifications queued at once may go out
-// on two streams, in either order. Sending each once the one before it
+// stream open on the MCP session (each POST in flight; the server refuses
+// GET streams) takes from the one queue: with calls in parallel, two
+// notifications queued at once may go out on two streams, in either
+// order. Sending each once the one before it
 // was taken keeps them in order as long as the transport writes what it
 // took at once. There is no event to wait for, so the queue's length is
 // polled.
