@@ -3,13 +3,15 @@ package integration
 // Issue 23's bounds on connections, through the real binary: a kept-alive
 // connection closed after idle_timeout, a body trickled in cut at
 // read_timeout, a client that does not read its answer cut within about
-// write_timeout while a long call and a quiet stream are not (over
-// HTTP/1.1 and HTTP/2), and a connection past max_connections_per_client
-// or max_connections closed at once, counted and logged at a bounded rate.
+// write_timeout while a long call and a quiet call's event stream are not
+// (over HTTP/1.1 and HTTP/2), and a connection past
+// max_connections_per_client or max_connections closed at once, counted
+// and logged at a bounded rate.
 
 import (
 	"bufio"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -204,9 +206,9 @@ func TestHTTPConnectionTimeouts(t *testing.T) {
 	t.Run("a long call whose client reads completes", func(t *testing.T) { longCallCompletes(t, s) })
 	t.Run("the server still serves", func(t *testing.T) { stillServes(t, s, startFDs, startGoroutines) })
 
-	// Last: the server's shutdown ends the stream.
-	t.Run("a quiet stream outlives read_timeout and write_timeout", func(t *testing.T) {
-		quietStream(t, s, s.client, "HTTP/1.1")
+	// Last: the server is stopped while the call is quiet.
+	t.Run("a quiet call's stream outlives read_timeout and write_timeout", func(t *testing.T) {
+		quietCall(t, s, s.client, "HTTP/1.1")
 	})
 }
 
@@ -351,59 +353,132 @@ func serverGoroutines(t *testing.T, s *httpServer) float64 {
 	return getMetrics(t, s.base+"/metrics", "").value(t, "go_goroutines")
 }
 
-// quietStream opens a GET stream of a new session of s with client,
-// which must speak proto, and checks that it stays up twice as long as
-// read_timeout and write_timeout, then ends cleanly when the server is
-// stopped.
-func quietStream(t *testing.T, s *httpServer, client *http.Client, proto string) {
+// quietCall calls, with client, which must speak proto, in a new session
+// of s, a program that prints a line, then is quiet for twice as long as
+// read_timeout and write_timeout, then prints another, with a progress
+// token: the call's answer is an event stream that begins with the first
+// line's notification, then carries nothing for that long. It checks
+// that a GET of /mcp in the session is refused (405: the server offers no
+// standalone stream, so a call's POST stream is the only stream there
+// is), that the quiet stream stays up, and that a SIGTERM while it is
+// quiet lets the call finish: its result ends the stream cleanly, and the
+// server exits.
+func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 	t.Helper()
 	id := initialized(t, s)
-	req, err := http.NewRequestWithContext(testContext(t), "GET", s.base+"/mcp", nil)
+	newRequest := func(method, body string) *http.Request {
+		req, err := http.NewRequestWithContext(testContext(t), method, s.base+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+		return req
+	}
+	get, err := client.Do(newRequest("GET", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", id)
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	resp, err := client.Do(req)
+	get.Body.Close()
+	if get.StatusCode != http.StatusMethodNotAllowed || get.Header.Get("Allow") != "POST, DELETE" {
+		t.Errorf("GET /mcp: %s, Allow %q; want 405 with Allow: POST, DELETE", get.Status, get.Header.Get("Allow"))
+	}
+
+	// What is tested is that nothing happens for this long.
+	quiet := 2 * max(connRead, connWrite)
+	src := fmt.Sprintf("import time; print('begun', flush=True); time.sleep(%d); print('done')", int((quiet + 2*time.Second).Seconds()))
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":%q},"_meta":{"progressToken":"quiet"}}}`, src)
+	resp, err := client.Do(newRequest("POST", body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Proto != proto {
-		t.Fatalf("GET stream: %s over %s; want 200 over %s", resp.Status, resp.Proto, proto)
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || resp.Proto != proto || ct != "text/event-stream" {
+		t.Fatalf("the call: %s over %s, Content-Type %q; want 200 over %s, an event stream", resp.Status, resp.Proto, ct, proto)
 	}
-	type end struct {
-		b   []byte
-		err error
+	// Each message of the stream, as it comes; then how the stream ended.
+	type event struct {
+		msg map[string]any
+		at  time.Time
 	}
-	ended := make(chan end, 1)
+	events, ended := make(chan event, 16), make(chan error, 1)
 	go func() {
-		b, err := io.ReadAll(resp.Body)
-		ended <- end{b, err}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 1<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var msg map[string]any
+			if err := json.Unmarshal([]byte(data), &msg); err != nil {
+				ended <- fmt.Errorf("an event of the stream is not JSON: %q: %v", data, err)
+				return
+			}
+			events <- event{msg, time.Now()}
+		}
+		ended <- sc.Err()
 	}()
-	// What is tested is that nothing happens for this long.
-	quiet := 2 * max(connRead, connWrite)
+	var begun event
 	select {
-	case e := <-ended:
-		t.Fatalf("the quiet stream ended after less than %s: %q, %v; want it up until the server stops", quiet, e.b, e.err)
+	case begun = <-events:
+	case err := <-ended:
+		t.Fatalf("the call's stream ended before its first notification: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("no notification on the call's stream within 60s")
+	}
+	if m, _ := begun.msg["method"].(string); m != "notifications/progress" || !strings.Contains(fmt.Sprint(begun.msg["params"]), "stdout: begun") {
+		t.Fatalf("the stream's first message: %v; want the progress notification of the first line", begun.msg)
+	}
+	select {
+	case e := <-events:
+		t.Fatalf("the quiet stream carried %v after %s; want nothing for %s", e.msg, e.at.Sub(begun.at).Round(time.Millisecond), quiet)
+	case err := <-ended:
+		t.Fatalf("the quiet stream ended after less than %s: %v; want it up until the call returns", quiet, err)
 	case <-time.After(quiet):
 	}
-	if err := s.stop(30 * time.Second); err != nil {
-		t.Errorf("server exit after SIGTERM: %v", err)
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.stop(30 * time.Second) }()
+	// The call goes on: the notification of its last line, then its
+	// result, which ends the stream.
+	for result := false; !result; {
+		select {
+		case e := <-events:
+			_, result = e.msg["result"]
+			switch {
+			case result && (e.msg["id"] != 2.0 || !strings.Contains(fmt.Sprint(e.msg["result"]), "done")):
+				t.Errorf("the call's result: %v; want the program's output", e.msg)
+			case result:
+				t.Logf("the result came %s after the first notification", e.at.Sub(begun.at).Round(time.Millisecond))
+			case e.msg["method"] != "notifications/progress":
+				t.Errorf("the stream carried %v after the SIGTERM; want the call's progress, then its result", e.msg)
+			}
+		case err := <-ended:
+			t.Fatalf("the stream ended at the SIGTERM without the call's result: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("no result on the stream 30s after the SIGTERM")
+		}
 	}
 	select {
-	case e := <-ended:
-		if e.err != nil {
-			t.Errorf("the stream ended with %v at the shutdown; want a clean end", e.err)
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("the stream ended with %v after the result; want a clean end", err)
+		}
+		if len(events) > 0 {
+			t.Errorf("the stream carried %v after the call's result; want nothing", (<-events).msg)
 		}
 	case <-time.After(10 * time.Second):
-		t.Error("the stream is still open 10s after the server stopped")
+		t.Error("the stream is still open 10s after the call's result")
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("server exit after SIGTERM: %v", err)
 	}
 }
 
-// Over HTTP/2 (TLS), a quiet stream stays up and a client that does not
-// read its answer is cut within about write_timeout.
+// Over HTTP/2 (TLS), a quiet call's stream stays up and a client that
+// does not read its answer is cut within about write_timeout.
 func TestHTTPConnectionTimeoutsOverHTTP2(t *testing.T) {
 	serverOnly(t, "2.x")
 	ca := newTestCA(t)
@@ -440,8 +515,8 @@ func TestHTTPConnectionTimeoutsOverHTTP2(t *testing.T) {
 		}
 	})
 
-	t.Run("a quiet stream outlives read_timeout and write_timeout", func(t *testing.T) {
-		quietStream(t, s, h2, "HTTP/2.0")
+	t.Run("a quiet call's stream outlives read_timeout and write_timeout", func(t *testing.T) {
+		quietCall(t, s, h2, "HTTP/2.0")
 	})
 }
 
