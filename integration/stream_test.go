@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -375,6 +376,14 @@ type tsResult struct {
 	} `json:"logs"`
 	ResultMs int64  `json:"resultMs"`
 	Text     string `json:"text"`
+	// Requests are the HTTP requests the transport made, over HTTP.
+	Requests []struct {
+		Method      string   `json:"method"`
+		RPC         string   `json:"rpc"`
+		Status      int      `json:"status"`
+		ContentType string   `json:"contentType"`
+		Events      []string `json:"events"`
+	} `json:"requests"`
 }
 
 // runStreamScript runs testdata/stream.mjs with Node.js 22 against the
@@ -409,16 +418,13 @@ func runStreamScript(t *testing.T, transport string, server, call any) tsResult 
 // checkTSTicks checks what the TypeScript SDK's client got of a ticks
 // program: at least 4 progress notifications before the result, each
 // stream's lines in order, the first seconds before the result, a call
-// that lived past its 4 s timeout because each notification reset it;
-// if ordered, progress increasing as the notifications came.
-//
-// Over streamable HTTP the SDK's client opens a GET stream beside each
-// POST, and mcp-go v1.2.1 gives a session's notifications to whichever
-// of its open streams takes them first: a stdout and a stderr line sent a
-// millisecond apart may come in either order, each on its own stream
-// (lines a second apart do not). So over HTTP each stream's order is
-// checked, not the order across them.
-func checkTSTicks(t *testing.T, r tsResult, ordered bool) {
+// that lived past its 4 s timeout because each notification reset it, and
+// progress increasing as the notifications came. Over streamable HTTP too
+// they come in the order they were sent: the server refuses the GET
+// stream the SDK's client asks for beside its POSTs, so the call's POST
+// stream is the only stream that takes from mcp-go's queue of the MCP
+// session's notifications (checkTSPostStream).
+func checkTSTicks(t *testing.T, r tsResult) {
 	t.Helper()
 	if len(r.Progress) < 4 {
 		t.Fatalf("%d progress notifications; want at least 4: %+v", len(r.Progress), r)
@@ -434,7 +440,7 @@ func checkTSTicks(t *testing.T, r tsResult, ordered bool) {
 		default:
 			t.Errorf("progress message %q names no stream", p.Message)
 		}
-		if ordered && i > 0 && p.Progress <= r.Progress[i-1].Progress {
+		if i > 0 && p.Progress <= r.Progress[i-1].Progress {
 			t.Errorf("progress %v after %v; want it increasing", p.Progress, r.Progress[i-1].Progress)
 		}
 	}
@@ -452,6 +458,57 @@ func checkTSTicks(t *testing.T, r tsResult, ordered bool) {
 	}
 }
 
+// checkTSPostStream checks, of what the TypeScript SDK's client did over
+// streamable HTTP, that its GET of the server's stream got 405, which it
+// took as no stream, and that every notification it got of its call came
+// on the call's POST stream, before the call's result, the stream's last
+// message.
+func checkTSPostStream(t *testing.T, r tsResult) {
+	t.Helper()
+	gets, calls := 0, 0
+	for _, q := range r.Requests {
+		switch {
+		case q.Method == "GET":
+			gets++
+			if q.Status != http.StatusMethodNotAllowed {
+				t.Errorf("the client's GET: %d %s; want 405", q.Status, q.ContentType)
+			}
+		case q.Method == "POST" && q.RPC == "tools/call":
+			calls++
+			if !strings.HasPrefix(q.ContentType, "text/event-stream") {
+				t.Errorf("the call's answer: %d %s; want an event stream", q.Status, q.ContentType)
+			}
+			var progress, logs int
+			for i, e := range q.Events {
+				switch {
+				case e == "notifications/progress":
+					progress++
+				case e == "notifications/message":
+					logs++
+				case e == "result" && i == len(q.Events)-1:
+				default:
+					t.Errorf("the call's stream: %q at %d of %v; want notifications, then the result last", e, i, q.Events)
+				}
+			}
+			if progress != len(r.Progress) || logs != len(r.Logs) {
+				t.Errorf("the call's stream carried %d progress notifications and %d log messages; the client got %d and %d: want all of them on it",
+					progress, logs, len(r.Progress), len(r.Logs))
+			}
+		default:
+			for _, e := range q.Events {
+				if e != "result" {
+					t.Errorf("a %s of %q carried %v; want the call's notifications on the call's stream alone", q.Method, q.RPC, q.Events)
+					break
+				}
+			}
+		}
+	}
+	if gets == 0 || calls != 1 {
+		t.Errorf("the client made %d GETs and %d calls: %+v; want a GET (which the SDK makes after initialize) and the one call", gets, calls, r.Requests)
+	}
+	t.Logf("the client's requests: %+v", r.Requests)
+}
+
 // The official TypeScript SDK's client, with onprogress and
 // resetTimeoutOnProgress and a timeout shorter than the run, gets the
 // output of a program that prints a line a second as it comes, over stdio
@@ -463,7 +520,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 	t.Run("stdio", func(t *testing.T) {
 		cmd, stateDir := serverCommand(t, serverSpec{})
 		r := runStreamScript(t, "stdio", map[string]any{"command": cmd.Path, "args": cmd.Args[1:], "env": envMap(cmd.Env)}, call)
-		checkTSTicks(t, r, true)
+		checkTSTicks(t, r)
 		// The client closed the server's stdin; it exits, and leaves
 		// nothing.
 		assertNoLeftovers(t, stateDir)
@@ -475,9 +532,11 @@ func TestStreamTypeScriptClient(t *testing.T) {
 			env:  []string{"SECRET_TOKEN=" + streamSecret},
 		})
 		server := map[string]any{"url": h.base + "/mcp", "token": tokens["ts"]}
-		checkTSTicks(t, runStreamScript(t, "http", server, call), false)
+		r := runStreamScript(t, "http", server, call)
+		checkTSTicks(t, r)
+		checkTSPostStream(t, r)
 
-		r := runStreamScript(t, "http", server, map[string]any{
+		r = runStreamScript(t, "http", server, map[string]any{
 			"name": "run_python_code", "timeoutMs": 30000, "logLevel": "info",
 			"arguments": code("import os\nprint('the value is', os.environ['SECRET_TOKEN'])"),
 		})
@@ -494,6 +553,7 @@ func TestStreamTypeScriptClient(t *testing.T) {
 		if got, want := logged.String(), "the value is [redacted SECRET_TOKEN]\n"; got != want {
 			t.Errorf("log messages say %q; want %q", got, want)
 		}
+		checkTSPostStream(t, r)
 		for _, p := range r.Progress {
 			if strings.Contains(p.Message, streamSecret) {
 				t.Errorf("a progress notification carries the pass-through value: %q", p.Message)

@@ -2,8 +2,12 @@
 // stdio or streamable HTTP, with onprogress and resetTimeoutOnProgress,
 // and prints on stdout, as one JSON line, the progress notifications and
 // log messages it got before the result (each with the milliseconds since
-// the call), when the result came, and the result's text. Run with
-// Node.js 22; the Go test (integration/stream_test.go) reads the line.
+// the call), when the result came, the result's text, and, over HTTP, each
+// request the transport made: its method, the JSON-RPC method of a POST,
+// the status and content type of its answer, and for an event stream what
+// each of its messages was (a notification's method, or "result" for the
+// POST's own answer), in order. Run with Node.js 22; the Go test
+// (integration/stream_test.go) reads the line.
 //
 // Its environment:
 //   SANDBOX_NODE_MODULES  integration/node's node_modules, where the SDK is
@@ -17,6 +21,41 @@ const { Client } = await sdk('client/index.js');
 const { LoggingMessageNotificationSchema } = await sdk('types.js');
 
 const server = JSON.parse(process.env.STREAM_SERVER);
+const requests = [];
+// recordingFetch is fetch, recording each request in requests and, for an
+// answer that is an event stream, what each message on it was as the
+// transport reads it.
+const recordingFetch = async (url, init) => {
+  const rpc = typeof init?.body === 'string' ? JSON.parse(init.body) : undefined;
+  const response = await fetch(url, init);
+  const r = {
+    method: init?.method ?? 'GET', rpc: rpc?.method ?? '', status: response.status,
+    contentType: response.headers.get('content-type') ?? '', events: [],
+  };
+  requests.push(r);
+  if (!r.contentType.startsWith('text/event-stream') || !response.body) {
+    return response;
+  }
+  const decoder = new TextDecoder();
+  let pending = '';
+  const seen = new TransformStream({
+    transform(chunk, controller) {
+      pending += decoder.decode(chunk, { stream: true });
+      const parts = pending.split(/\r?\n\r?\n/);
+      pending = parts.pop();
+      for (const part of parts) {
+        const data = part.split(/\r?\n/).filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('\n');
+        if (data) {
+          const m = JSON.parse(data);
+          r.events.push(m.method ?? (m.id === rpc?.id ? 'result' : `answer to ${m.id}`));
+        }
+      }
+      controller.enqueue(chunk);
+    },
+  });
+  return new Response(response.body.pipeThrough(seen), { status: response.status, statusText: response.statusText, headers: response.headers });
+};
+
 let transport;
 if (process.env.STREAM_TRANSPORT === 'stdio') {
   const { StdioClientTransport } = await sdk('client/stdio.js');
@@ -25,6 +64,7 @@ if (process.env.STREAM_TRANSPORT === 'stdio') {
   const { StreamableHTTPClientTransport } = await sdk('client/streamableHttp.js');
   transport = new StreamableHTTPClientTransport(new URL(server.url), {
     requestInit: { headers: { Authorization: `Bearer ${server.token}` } },
+    fetch: recordingFetch,
   });
 }
 const client = new Client({ name: 'stream-test', version: '1' });
@@ -49,5 +89,5 @@ const result = await client.callTool({ name: call.name, arguments: call.argument
 });
 const resultMs = Date.now() - began;
 await client.close();
-console.log(JSON.stringify({ progress, logs, resultMs, text: result.content[0].text }));
+console.log(JSON.stringify({ progress, logs, resultMs, text: result.content[0].text, requests }));
 process.exit(0);
