@@ -342,8 +342,10 @@ type taskSet struct {
 	// or warm: the interpreter waits in our driver, its standard input
 	// still the server's pipe (a program's is /dev/null).
 	created, stub, warm []string
-	// warming are warm drivers still starting or importing their preloads:
-	// neither ready nor running a program.
+	// warming are sandboxes started a moment ago whose program has not
+	// yet started (runc's init, or the init without its child), and warm
+	// drivers still starting or importing their preloads: neither ready
+	// nor running a program.
 	warming []string
 }
 
@@ -373,7 +375,7 @@ func tasksOf(ctx context.Context, client *containerd.Client) (taskSet, error) {
 			case pid == 0:
 				// The init has not yet forked the program (the stub
 				// or the interpreter): started a moment ago, as below.
-				set.created = append(set.created, task.ID)
+				set.warming = append(set.warming, task.ID)
 			case len(b) == 0:
 				// In the middle of an execve (the new image's arguments
 				// are not yet set up) or a zombie: not yet known, so
@@ -384,8 +386,12 @@ func tasksOf(ctx context.Context, client *containerd.Client) (taskSet, error) {
 				set.stub = append(set.stub, task.ID)
 			case strings.HasPrefix(cmdline, "runc\x00init\x00"):
 				// Started a moment ago: runc's init has not yet
-				// exec'd the process (the stub or the program).
-				set.created = append(set.created, task.ID)
+				// exec'd the process (the stub or the program). Not
+				// ready: the program is still to start (a warm
+				// driver, to import its preloads), and counted as
+				// ready, a paced call of make bench once ran beside
+				// that start.
+				set.warming = append(set.warming, task.ID)
 			case isWarmDriver(pid, cmdline):
 				if isWarmWaiting(pid) {
 					set.warm = append(set.warm, task.ID)
