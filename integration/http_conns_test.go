@@ -353,6 +353,21 @@ func serverGoroutines(t *testing.T, s *httpServer) float64 {
 	return getMetrics(t, s.base+"/metrics", "").value(t, "go_goroutines")
 }
 
+// sessionRequest is a request of method to s's /mcp in MCP session id,
+// with body, as a 2025-06-18 client sends it.
+func sessionRequest(t *testing.T, s *httpServer, id, method, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), method, s.base+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	return req
+}
+
 // quietCall calls, with client, which must speak proto, in a new session
 // of s, a program that prints a line, then is quiet for twice as long as
 // read_timeout and write_timeout, then prints another, with a progress
@@ -366,17 +381,7 @@ func serverGoroutines(t *testing.T, s *httpServer) float64 {
 func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 	t.Helper()
 	id := initialized(t, s)
-	newRequest := func(method, body string) *http.Request {
-		req, err := http.NewRequestWithContext(testContext(t), method, s.base+"/mcp", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", id)
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		return req
-	}
+	newRequest := func(method, body string) *http.Request { return sessionRequest(t, s, id, method, body) }
 	get, err := client.Do(newRequest("GET", ""))
 	if err != nil {
 		t.Fatal(err)
@@ -491,15 +496,7 @@ func TestHTTPConnectionTimeoutsOverHTTP2(t *testing.T) {
 		id := initialized(t, s)
 		before := len(writeFailed.FindAllString(s.stderr.String(), -1))
 		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":%q}}}`, printBig)
-		req, err := http.NewRequestWithContext(testContext(t), "POST", s.base+"/mcp", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("Mcp-Session-Id", id)
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-		resp, err := h2.Do(req)
+		resp, err := h2.Do(sessionRequest(t, s, id, "POST", body))
 		if err != nil {
 			t.Fatal(err)
 		}
