@@ -165,11 +165,31 @@ func startMCPVersion(t *testing.T, spec serverSpec, until func(func()), version 
 	watch := watchStarts(t)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
-	tr := transport.NewStdioWithOptions(cmd.Path, nil, cmd.Args[1:], transport.WithCommandFunc(
-		func(ctx context.Context, command string, env []string, args []string) (*osexec.Cmd, error) {
-			return cmd, nil
-		}))
-	c := client.NewClient(tr)
+	// The pipes are the harness's, not mcp-go's stdio transport's: its
+	// Close gives the server 5 s to exit, then kills it, and under make
+	// test's load (the other daemon's suite running its bombs) a server
+	// destroying its pools on the way out was seen to need more; killed,
+	// it left its sandboxes behind.
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	inR.Close()
+	outW.Close()
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	c := client.NewClient(transport.NewIO(outR, inW, nil))
 	until(func() {
 		assertNoLeftovers(t, stateDir)
 		if strings.Contains(stderr.String(), "panic") {
@@ -184,12 +204,16 @@ func startMCPVersion(t *testing.T, spec serverSpec, until func(func()), version 
 	})
 	until(func() {
 		if err := c.Close(); err != nil {
-			t.Errorf("close the client (the server's exit): %v", err)
+			t.Errorf("close the client (stdin): %v", err)
 		}
+		if err := awaitExit(cmd, exited, 60*time.Second); err != nil {
+			t.Errorf("the server's exit once stdin closed: %v", err)
+		}
+		outR.Close()
 	})
 	ctx := testContext(t)
 	if err := c.Start(ctx); err != nil {
-		t.Fatalf("start %s: %v", cmd.Path, err)
+		t.Fatalf("start the MCP client: %v", err)
 	}
 	ir, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
 		ProtocolVersion: version,
@@ -202,6 +226,25 @@ func startMCPVersion(t *testing.T, spec serverSpec, until func(func()), version 
 		t.Errorf("server name %q; want code-sandbox-mcp", ir.ServerInfo.Name)
 	}
 	return &mcpServer{c: c, stderr: stderr, watch: watch, stateDir: stateDir, cmd: cmd}
+}
+
+// awaitExit waits up to d for cmd, whose Wait closes exited, to exit; then
+// it sends SIGTERM, and SIGKILL 10 s later, and says so.
+func awaitExit(cmd *osexec.Cmd, exited <-chan struct{}, d time.Duration) error {
+	select {
+	case <-exited:
+		return nil
+	case <-time.After(d):
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+		return fmt.Errorf("still running %s after stdin closed; exited on SIGTERM", d)
+	case <-time.After(10 * time.Second):
+	}
+	_ = cmd.Process.Kill()
+	<-exited
+	return fmt.Errorf("still running %s after stdin closed and 10s after SIGTERM; killed", d)
 }
 
 // startAudited is startMCP that also returns the server's process, and

@@ -18,9 +18,13 @@ import (
 
 const (
 	// killTimeout bounds containerd's kill of a task, exitTimeout the wait
-	// for a killed task to be reported gone.
+	// for a killed task to be reported gone. A fork bomb's pid namespace
+	// is gone only once each of its processes has run its own exit, within
+	// the sandbox's CPU limit: under make test's load (sixteen bombs at
+	// once) that took 2.9 s after the kill, and once over 3 s, reported
+	// then as a run whose end was unknown.
 	killTimeout = 1 * time.Second
-	exitTimeout = 3 * time.Second
+	exitTimeout = 10 * time.Second
 	// drainTimeout bounds the wait for the last output once a task exited.
 	drainTimeout = 5 * time.Second
 	// oomGrace is how long a run killed by a SIGKILL that it did not get
