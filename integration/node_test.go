@@ -11,7 +11,8 @@ import (
 
 // nodeTools returns the Node.js 22 binary (SANDBOX_NODE) and the
 // node_modules directory of integration/node's packages
-// (SANDBOX_NODE_MODULES: the MCP conformance suite, the TypeScript SDK),
+// (SANDBOX_NODE_MODULES: the MCP conformance suite, the TypeScript SDK,
+// the MCP Inspector),
 // which `scripts/setup node` installs into the cache and
 // scripts/integration exports. Under SANDBOX_INTEGRATION=1 a missing one
 // fails the test, saying how to get it: a test that needs them and did
@@ -58,7 +59,7 @@ func TestNodeTools(t *testing.T) {
 	if err := json.Unmarshal(lock, &want); err != nil {
 		t.Fatalf("node/package-lock.json: %v", err)
 	}
-	for _, name := range []string{"@modelcontextprotocol/conformance", "@modelcontextprotocol/sdk"} {
+	for _, name := range []string{"@modelcontextprotocol/conformance", "@modelcontextprotocol/sdk", "@modelcontextprotocol/inspector"} {
 		b, err := os.ReadFile(filepath.Join(modules, name, "package.json"))
 		if err != nil {
 			t.Fatalf("SANDBOX_NODE_MODULES: %v", err)
