@@ -170,25 +170,7 @@ func startMCPVersion(t *testing.T, spec serverSpec, until func(func()), version 
 	// test's load (the other daemon's suite running its bombs) a server
 	// destroying its pools on the way out was seen to need more; killed,
 	// it left its sandboxes behind.
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdin, cmd.Stdout = inR, outW
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", cmd.Path, err)
-	}
-	inR.Close()
-	outW.Close()
-	exited := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(exited)
-	}()
+	inW, outR, exited := startPiped(t, cmd)
 	c := client.NewClient(transport.NewIO(outR, inW, nil))
 	until(func() {
 		assertNoLeftovers(t, stateDir)
@@ -226,6 +208,33 @@ func startMCPVersion(t *testing.T, spec serverSpec, until func(func()), version 
 		t.Errorf("server name %q; want code-sandbox-mcp", ir.ServerInfo.Name)
 	}
 	return &mcpServer{c: c, stderr: stderr, watch: watch, stateDir: stateDir, cmd: cmd}
+}
+
+// startPiped starts cmd with its standard input and output on pipes of
+// the test's, and returns their ends and a channel closed once cmd has
+// exited (its Wait returned: cmd.ProcessState is set).
+func startPiped(t *testing.T, cmd *osexec.Cmd) (stdin, stdout *os.File, exited <-chan struct{}) {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	inR.Close()
+	outW.Close()
+	done := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	return inW, outR, done
 }
 
 // awaitExit waits up to d for cmd, whose Wait closes exited, to exit; then
@@ -467,29 +476,17 @@ func startFaultServer(t *testing.T, d *privateDaemon, stateDir string, tables ..
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	s := &faultServer{cmd: cmd, stateDir: stateDir, stderr: &syncBuffer{}, exited: make(chan struct{})}
 
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	inR.Close()
-	outW.Close()
+	cmd.Stderr = errW
+	inW, outR, exited := startPiped(t, cmd)
 	errW.Close()
 	s.stdin, s.stdout, s.errOut = inW, outR, errR
 	go io.Copy(s.stderr, errR)
 	go func() {
-		cmd.Wait()
+		<-exited
 		s.state = cmd.ProcessState
 		close(s.exited)
 	}()
