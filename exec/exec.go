@@ -41,6 +41,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/images"
+	"code-sandbox-mcp/containers/inventory"
 )
 
 // Config is what an Executor needs to know.
@@ -92,6 +93,7 @@ type Executor struct {
 	retried  chan struct{}  // closed when the reaper's retry loop has stopped
 
 	langs map[string]*pool.Language // by name
+	inv   pool.Inventories          // what the languages' images hold
 
 	closeOnce sync.Once
 	closeErr  error
@@ -127,7 +129,7 @@ func New(ctx context.Context, cfg Config) (*Executor, error) {
 		retried: make(chan struct{}),
 	}
 	e.sessions.Log, e.sessions.Ended, e.sessions.Closing = log, cfg.Hooks.SessionEnded, h.Life.Closing()
-	pc := pool.Config{Host: h, Namespace: cfg.Namespace, Pull: cfg.Pull, Retire: e.retire}
+	pc := pool.Config{Host: h, Namespace: cfg.Namespace, Pull: cfg.Pull, Retire: e.retire, Inventories: &e.inv}
 	for _, l := range cfg.Languages {
 		e.langs[l.Name] = pool.New(pc, l)
 	}
@@ -240,7 +242,8 @@ func (e *Executor) imageChanged(name string) {
 
 // Prepare sweeps what crashed servers left behind, and makes every
 // language ready: its image present and unpacked, so that no run pays for
-// it, and its pool of ready sandboxes filling. The languages are prepared
+// it, its pool of ready sandboxes filling, and what its image holds read
+// (see Inventory). The languages are prepared
 // side by side. It returns every problem it met; a language that failed is
 // prepared again by its next run, and its pool starts then. Close cancels
 // it, and waits for it.
@@ -263,7 +266,7 @@ func (e *Executor) Prepare(ctx context.Context) error {
 	}
 	for _, l := range e.langs {
 		wg.Go(func() {
-			if _, err := l.Ready(ctx); err != nil {
+			if _, err := l.Inventory(ctx); err != nil {
 				add(err)
 			}
 		})
@@ -312,6 +315,7 @@ func (e *Executor) shutdown() error {
 	for _, l := range e.langs {
 		l.WaitPrepared()
 	}
+	e.inv.Wait()
 	e.h.Events.Wait()
 	e.h.Exits.Wait()
 	e.h.OOMs.Wait()
@@ -403,4 +407,23 @@ func (e *Executor) Ready(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Inventory returns what language's image holds: its packages, its
+// Python modules, its language's version (see inventory.Inventory). It is
+// read from the image's unpacked files, never by running it, once per
+// image digest; the image is prepared first, as a run would, and Inventory
+// waits for that and for the read only as long as ctx allows. Its error
+// says why the inventory is not known: the image is missing, or could not
+// be read.
+func (e *Executor) Inventory(ctx context.Context, language string) (*inventory.Inventory, error) {
+	if !e.enter() {
+		return nil, ErrClosed
+	}
+	defer e.runs.Done()
+	l, ok := e.langs[language]
+	if !ok {
+		return nil, fmt.Errorf("unknown language %q: %w", language, errdefs.ErrInvalidArgument)
+	}
+	return l.Inventory(namespaces.WithNamespace(ctx, e.cfg.Namespace))
 }

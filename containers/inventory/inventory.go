@@ -181,7 +181,9 @@ func find(ps []Package, name string) string {
 	return ""
 }
 
-func byName(a, b Package) int { return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)) }
+func byName(a, b Package) int {
+	return strings.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name))
+}
 
 // debianUpstream is the upstream part of a Debian version: no epoch, no
 // Debian revision, no repack suffix ("1:20.19.2+dfsg-1+deb13u3" is

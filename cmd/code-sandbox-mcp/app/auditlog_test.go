@@ -22,6 +22,7 @@ import (
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/audit"
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/inventory"
 	"code-sandbox-mcp/exec"
 	"code-sandbox-mcp/internal/jsontest"
 )
@@ -276,6 +277,9 @@ func (runFunc) CreateSession(context.Context, string, string, time.Duration) (ex
 }
 func (runFunc) CloseSession(owner, id string) bool       { return false }
 func (runFunc) Sessions(owner string) []exec.SessionInfo { return nil }
+func (runFunc) Inventory(context.Context, string) (*inventory.Inventory, error) {
+	return nil, errors.New("no inventory")
+}
 
 // fakeSessions creates session s1 and remembers what it closed.
 type fakeSessions struct{ closed string }

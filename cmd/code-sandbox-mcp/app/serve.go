@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
+	"code-sandbox-mcp/containers/inventory"
 	"code-sandbox-mcp/exec"
 )
 
@@ -23,6 +24,7 @@ type executor interface {
 	CloseSession(owner, id string) bool
 	Sessions(owner string) []exec.SessionInfo
 	Ready(ctx context.Context) error
+	Inventory(ctx context.Context, language string) (*inventory.Inventory, error)
 	Close() error
 }
 
@@ -157,6 +159,16 @@ func (l *lazyExecutor) Ready(ctx context.Context) error {
 	return ex.Ready(ctx)
 }
 
+// Inventory implements mcpserver.InventoryFunc: like Run, it connects
+// first if there is no executor yet.
+func (l *lazyExecutor) Inventory(ctx context.Context, language string) (*inventory.Inventory, error) {
+	ex, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ex.Inventory(ctx, language)
+}
+
 // SessionLimits implements mcpserver.SessionManager: the bounds the
 // executor is, or will be, made with.
 func (l *lazyExecutor) SessionLimits() exec.SessionConfig {
@@ -254,7 +266,7 @@ func (s *Server) serveMCP(ctx context.Context, newExecutor newExecutorFunc, prin
 		Version: s.version, ImportHint: ImportHint(cfg), DoctorHint: DoctorHint(cfg),
 		FileRetention: time.Duration(cfg.Sandbox.FileRetention), FileRetentionBytes: int64(cfg.Sandbox.FileRetentionBytes),
 		Sessions: s.aud.wrapSessions(lx), Principal: principal, Clients: clients, Tasks: tasks,
-		Secrets: notificationSecrets(cfg, s.env, logger),
+		Secrets: notificationSecrets(cfg, s.env, logger), Inventory: lx.Inventory,
 	}, cfg.Enabled(), s.aud.wrapRun(s.tel.instrument(lx), principal), opts...)
 	if err != nil {
 		return fmt.Errorf("build the MCP server: %w", err)

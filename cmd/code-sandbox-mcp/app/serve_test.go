@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/inventory"
 	"code-sandbox-mcp/exec"
 )
 
@@ -52,6 +53,11 @@ func (noSessions) CreateSession(context.Context, string, string, time.Duration) 
 }
 func (noSessions) CloseSession(owner, id string) bool       { return false }
 func (noSessions) Sessions(owner string) []exec.SessionInfo { return nil }
+
+// Inventory says nothing of what an image holds.
+func (noSessions) Inventory(context.Context, string) (*inventory.Inventory, error) {
+	return nil, errors.New("no inventory")
+}
 
 type countedExecutor struct {
 	c *countingExecutors

@@ -23,6 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/inventory"
 	"code-sandbox-mcp/exec"
 	"code-sandbox-mcp/oci"
 )
@@ -85,6 +86,10 @@ type Options struct {
 	// create_session run as MCP tasks; the caller closes it at shutdown,
 	// before the executor (Tasks.Close). A Tasks serves one server.
 	Tasks *Tasks
+	// Inventory, if not nil, tells what each language's image holds:
+	// tools/list and the environments resource name its packages, after
+	// waiting for it a few seconds at most. Nil names none.
+	Inventory InventoryFunc
 	// Secrets are the values no notification of a run's output may carry
 	// (the pass-through variables'): each is replaced by "[redacted
 	// NAME]". Results are not redacted: they are the program's output.
@@ -129,7 +134,16 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		sandboxes[i] = sb
 	}
 	sess := newSessions(o, langs)
+	store := o.fileStore()
+	inv := newInventories(o.Inventory, langs)
+	texts := map[string]toolText{}
+	for i, l := range langs {
+		texts[l.Tool] = toolText{language: l.Name, text: func(got *inventory.Inventory) string {
+			return toolDescription(l, sandboxes[i], store.keep, sess, o.Tasks.offered(), got)
+		}}
+	}
 	own := []server.ServerOption{
+		server.WithToolFilter(inv.describeTools(texts)),
 		server.WithToolCapabilities(false),
 		server.WithResourceCapabilities(false, false),
 		// Runs stream their output as info log messages to a client that
@@ -153,6 +167,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	}
 	new(handshake).addTo(hooks)
 	hooks.AddBeforeReadResource(matchFileTemplate)
+	hooks.AddBeforeListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest) { inv.refresh(ctx) })
 	if o.Tasks.offered() {
 		timeouts := map[string]time.Duration{}
 		for _, l := range langs {
@@ -160,7 +175,6 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		}
 		o.Tasks.setUp(o, timeouts, hooks)
 	}
-	store := o.fileStore()
 	for i, l := range langs {
 		s.AddTool(newTool(l, sandboxes[i], store.keep, sess, o.Tasks.offered()), toolHandler(l.Name, l.Limits, run, store, o, sess))
 	}
@@ -176,11 +190,12 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	)
 	s.AddResource(
 		mcp.NewResource(environmentsURI, "environments",
-			mcp.WithResourceDescription("The languages this server runs: tool, image, command and limits of each."),
+			mcp.WithResourceDescription("The languages this server runs: tool, image, command, limits and what the image holds (language version, Debian, Python and npm packages) of each."),
 			mcp.WithMIMEType("application/json"),
 		),
 		func(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
-			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes, sess, o.Tasks), "", "  ")
+			inv.refresh(ctx)
+			data, err := json.MarshalIndent(environments(o.Version, store, langs, sandboxes, sess, o.Tasks, inv), "", "  ")
 			if err != nil {
 				return nil, err
 			}
@@ -227,6 +242,41 @@ type environment struct {
 	// Sessions says whether the language's tool takes a session_id.
 	Sessions bool         `json:"sessions"`
 	Limits   limitsOutput `json:"limits"`
+	// ImageContents is what the image holds; nil if that is not known.
+	ImageContents *contentsOutput `json:"image_contents,omitempty"`
+}
+
+// contentsOutput is what a language's image holds (inventory.Inventory):
+// the language's version, if the image has it; the notable packages,
+// which the tool's description names; every Debian package, Python
+// distribution and global npm package, by name.
+type contentsOutput struct {
+	LanguageVersion string              `json:"language_version,omitempty"`
+	Notable         []inventory.Package `json:"notable"`
+	Python          []inventory.Package `json:"python"`
+	NPM             []inventory.Package `json:"npm"`
+	Debian          []inventory.Package `json:"debian"`
+}
+
+// contents is the contentsOutput of l's image, as inv tells it; nil if
+// inv is.
+func contents(l config.Language, inv *inventory.Inventory) *contentsOutput {
+	if inv == nil {
+		return nil
+	}
+	c := &contentsOutput{Notable: inv.Notable, Python: inv.Pip, NPM: inv.NPM, Debian: inv.Debian}
+	switch l.Interpreter() {
+	case "python":
+		c.LanguageVersion = inv.Python
+	case "node":
+		c.LanguageVersion = inv.Node
+	}
+	for _, ps := range []*[]inventory.Package{&c.Notable, &c.Python, &c.NPM, &c.Debian} {
+		if *ps == nil {
+			*ps = []inventory.Package{}
+		}
+	}
+	return c
 }
 
 // limitsOutput is what every run of a language gets. Network, the file
@@ -303,8 +353,9 @@ type filesOutput struct {
 }
 
 // environments is the environments resource of a server of version,
-// whose output files store keeps, and which offers sess and tasks.
-func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions, tasks *Tasks) environmentsOutput {
+// whose output files store keeps, which offers sess and tasks, and whose
+// images hold what inv last said.
+func environments(version string, store *fileStore, langs []config.Language, sandboxes []sandbox, sess *sessions, tasks *Tasks, inv *inventories) environmentsOutput {
 	out := environmentsOutput{
 		Server: serverName, Version: version, Languages: map[string]environment{},
 		Files: filesOutput{URITemplate: filesURITemplate, RetentionSeconds: store.keep.Seconds(),
@@ -330,6 +381,7 @@ func environments(version string, store *fileStore, langs []config.Language, san
 		out.Languages[l.Name] = environment{
 			Tool: l.Tool, Image: l.Image, Command: l.Command, File: l.File, Description: l.Description, Figures: l.Figures,
 			Warm: l.Warm && l.Pool > 0 && l.Interpreter() != "", Preload: l.Preload, Sessions: sess.offers(l.Name),
+			ImageContents: contents(l, inv.get(l.Name)),
 			Limits: limitsOutput{
 				MemoryBytes: sb.MemoryBytes, CPUs: sb.CPUs, Pids: sb.Pids,
 				FileBytes: lim.FileBytes, OpenFiles: lim.OpenFiles,

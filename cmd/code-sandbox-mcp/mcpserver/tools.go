@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/inventory"
 	"code-sandbox-mcp/exec"
 	"code-sandbox-mcp/oci"
 )
@@ -82,7 +83,8 @@ const outputSchema = `{
 
 // newTool describes one language's tool: the configured description with
 // what every run gets appended, so that what the model reads follows the
-// config and the spec. keep is how long output files are kept; sess says
+// config and the spec; what the image holds is added at each tools/list
+// (see inventories.describeTools). keep is how long output files are kept; sess says
 // whether the tool takes a session_id, tasks whether it may run as a task
 // (whose timeout_seconds may go up to max_task_timeout, which the schema
 // then allows, the description saying which cap is whose).
@@ -95,11 +97,10 @@ func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions, 
 		timeoutText = fmt.Sprintf("Wall-clock limit in seconds; default %d, at most %d for a plain call, and at most %d for a call run as a task.",
 			int(lim.Timeout/time.Second), int(lim.MaxTimeout/time.Second), maxSec)
 	}
-	desc := l.Description + "\n\n" + limitsSentence(lim, sb, tasks) + " " + filesSentence(l, keep)
+	desc := toolDescription(l, sb, keep, sess, tasks, nil)
 	schema := json.RawMessage(outputSchema)
 	var session []mcp.ToolOption
 	if sess.offers(name) {
-		desc += " " + sess.sessionSentence(name)
 		schema = sessionOutputSchema
 		session = append(session, mcp.WithString("session_id",
 			mcp.MinLength(1),
@@ -137,6 +138,17 @@ func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions, 
 		taskSupport(tasks),
 	)
 	return mcp.NewTool(l.Tool, opts...)
+}
+
+// toolDescription is the description of l's tool: the configured one,
+// what its image holds as inv tells (nil: not known, and nothing said of
+// its packages), its limits, its files and its sessions.
+func toolDescription(l config.Language, sb sandbox, keep time.Duration, sess *sessions, tasks bool, inv *inventory.Inventory) string {
+	desc := l.Description + " " + imageSentence(l, sb, inv) + "\n\n" + limitsSentence(l.Limits, sb, tasks) + " " + filesSentence(l, keep)
+	if sess.offers(l.Name) {
+		desc += " " + sess.sessionSentence(l.Name)
+	}
+	return desc
 }
 
 // taskSupport declares that a tool may run as an MCP task, if tasks:

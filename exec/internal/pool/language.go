@@ -38,6 +38,9 @@ type Config struct {
 	// Retire destroys a sandbox off the caller's path; whoever closes
 	// the Host's Life waits for it.
 	Retire func(*sandbox.Sandbox)
+	// Inventories reads what the images hold, shared by the languages
+	// so that an image two of them run is read once.
+	Inventories *Inventories
 }
 
 // Language is one language's readiness. It owns the language's image,
