@@ -2,7 +2,8 @@
 // one brand-new container per run, deleted with its snapshot afterwards,
 // or, for a session, as the cells of one interpreter kept alive in a
 // container of its own, confined the same way. It is a facade (Config,
-// New, Run, Ready, Close, the sessions' calls, the sentinel errors, Hooks)
+// New, Run, Ready, Inventory, Close, the sessions' calls, the sentinel
+// errors, Hooks)
 // that checks requests, bounds concurrent runs and owns the order of
 // shutdown; the work is done by packages with one job each under
 // internal/: sandbox (one sandbox, created, run and destroyed), pool (each
