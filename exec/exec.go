@@ -3,9 +3,8 @@
 // or, for a session, as the cells of one interpreter kept alive in a
 // container of its own, confined the same way. It is a facade (Config,
 // New, Run, Ready, Inventory, Close, the sessions' calls, the sentinel
-// errors, Hooks)
-// that checks requests, bounds concurrent runs and owns the order of
-// shutdown; the work is done by packages with one job each under
+// errors, Hooks) that checks requests, bounds concurrent runs and owns the
+// order of shutdown; the work is done by packages with one job each under
 // internal/: sandbox (one sandbox, created, run and destroyed), pool (each
 // language's image and ready sandboxes), session (sessions and their cell
 // protocol), watch (how sandboxes end), sweep (what is ours, and its
@@ -267,9 +266,13 @@ func (e *Executor) Prepare(ctx context.Context) error {
 	}
 	for _, l := range e.langs {
 		wg.Go(func() {
-			if _, err := l.Inventory(ctx); err != nil {
+			if _, err := l.Ready(ctx); err != nil {
 				add(err)
+				return
 			}
+			// A read that fails is logged, and says nothing of the
+			// image; the language runs all the same.
+			l.Inventory(ctx)
 		})
 	}
 	if _, err := e.h.Reaper.Sweep(ctx); err != nil {

@@ -149,6 +149,30 @@ func TestMCPDescriptionsFollowTheConfiguredImage(t *testing.T) {
 	}
 }
 
+// TestMCPDescriptionsOfAnImageThatCannotBeRead: an image whose inventory
+// cannot be read (a broken packages.json) is said nothing of beyond that
+// nothing can be installed, the server says why in its log, and the
+// read's view and mount are gone (startMCP's leftover check).
+func TestMCPDescriptionsOfAnImageThatCannotBeRead(t *testing.T) {
+	const ref = "localhost/code-sandbox-mcp/python:inventory-broken"
+	addLayer(t, pythonImage, ref, map[string]string{"etc/code-sandbox-mcp/packages.json": "{"})
+	s := startMCP(t, serverSpec{env: []string{"CONTAINER_IMAGE=" + ref, "CONTAINER_LANGUAGE=python"}})
+	desc, contents := imageFacts(t, s)
+	py := desc["run_python_code"]
+	if contents["python"] != nil || strings.Contains(py, "Packages in the image") || strings.Contains(py, "Python 3.") {
+		t.Errorf("python: image_contents %+v, description %q; want neither to say what the image holds", contents["python"], py)
+	}
+	if !strings.Contains(py, "Nothing can be installed at run time") {
+		t.Errorf("run_python_code description %q; want it to say nothing can be installed", py)
+	}
+	if contents["javascript"] == nil {
+		t.Errorf("javascript image_contents: none; want its own image's, read as ever")
+	}
+	if !strings.Contains(s.stderr.String(), "packages.json") {
+		t.Errorf("server log:\n%s\nwant it to say why the image could not be read", s.stderr)
+	}
+}
+
 // addLayer makes image ref of image base with one more layer, holding
 // files (paths in the image without the leading slash, and their
 // contents), and deletes it when the test ends.

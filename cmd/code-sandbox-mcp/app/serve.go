@@ -160,13 +160,27 @@ func (l *lazyExecutor) Ready(ctx context.Context) error {
 }
 
 // Inventory implements mcpserver.InventoryFunc: like Run, it connects
-// first if there is no executor yet.
+// first if there is no executor yet, but it waits for a connect in
+// progress only as long as ctx allows, for tools/list bounds its wait.
 func (l *lazyExecutor) Inventory(ctx context.Context, language string) (*inventory.Inventory, error) {
-	ex, err := l.get(ctx)
-	if err != nil {
-		return nil, err
+	type made struct {
+		ex  executor
+		err error
 	}
-	return ex.Inventory(ctx, language)
+	got := make(chan made, 1)
+	go func() {
+		ex, err := l.get(ctx)
+		got <- made{ex, err}
+	}()
+	select {
+	case m := <-got:
+		if m.err != nil {
+			return nil, m.err
+		}
+		return m.ex.Inventory(ctx, language)
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 // SessionLimits implements mcpserver.SessionManager: the bounds the
