@@ -302,6 +302,9 @@ func (e *Executor) shutdown() error {
 	e.closeMu.Unlock()
 	e.sessions.EndAll("the server is shutting down")
 	e.runs.Wait()
+	// Before the Life is abandoned: a read's cleanup (its unmount, its
+	// view's removal) runs on the Life's detached contexts.
+	e.inv.Wait()
 	for _, l := range e.langs {
 		l.WaitPool()
 	}
@@ -319,7 +322,6 @@ func (e *Executor) shutdown() error {
 	for _, l := range e.langs {
 		l.WaitPrepared()
 	}
-	e.inv.Wait()
 	e.h.Events.Wait()
 	e.h.Exits.Wait()
 	e.h.OOMs.Wait()

@@ -145,10 +145,5 @@ func readInventory(ctx context.Context, h *sandbox.Host, img containerd.Image) (
 		}
 	}()
 	// The image's own links are followed inside it, never out of it.
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer root.Close()
-	return inventory.Read(root.FS())
+	return inventory.Read(inventory.Dir(dir))
 }
