@@ -243,10 +243,10 @@ func (e *Executor) imageChanged(name string) {
 // Prepare sweeps what crashed servers left behind, and makes every
 // language ready: its image present and unpacked, so that no run pays for
 // it, its pool of ready sandboxes filling, and what its image holds read
-// (see Inventory). The languages are prepared
-// side by side. It returns every problem it met; a language that failed is
-// prepared again by its next run, and its pool starts then. Close cancels
-// it, and waits for it.
+// (see Inventory; a read that fails is logged, not returned). The
+// languages are prepared side by side. It returns every problem it met; a
+// language that failed is prepared again by its next run, and its pool
+// starts then. Close cancels it, and waits for it.
 func (e *Executor) Prepare(ctx context.Context) error {
 	if !e.enter() {
 		return ErrClosed

@@ -128,9 +128,9 @@ func TestMCPDescriptionsFollowTheConfiguredImage(t *testing.T) {
 	const ref = "localhost/code-sandbox-mcp/python:inventory-test"
 	dir := "usr/lib/python3/dist-packages/"
 	addLayer(t, pythonImage, ref, map[string]string{
-		dir + "aardvark_inventory_test-0.4.2.dist-info/METADATA": "Metadata-Version: 2.1\nName: " + extraDist + "\nVersion: 0.4.2\n",
+		dir + "aardvark_inventory_test-0.4.2.dist-info/METADATA":      "Metadata-Version: 2.1\nName: " + extraDist + "\nVersion: 0.4.2\n",
 		dir + "aardvark_inventory_test-0.4.2.dist-info/top_level.txt": "aardvark\n",
-		dir + "aardvark/__init__.py": "",
+		dir + "aardvark/__init__.py":                                  "",
 	})
 	s := startMCP(t, serverSpec{env: []string{"CONTAINER_IMAGE=" + ref, "CONTAINER_LANGUAGE=python"}})
 	desc, contents := imageFacts(t, s)

@@ -84,10 +84,11 @@ const outputSchema = `{
 // newTool describes one language's tool: the configured description with
 // what every run gets appended, so that what the model reads follows the
 // config and the spec; what the image holds is added at each tools/list
-// (see inventories.describeTools). keep is how long output files are kept; sess says
-// whether the tool takes a session_id, tasks whether it may run as a task
-// (whose timeout_seconds may go up to max_task_timeout, which the schema
-// then allows, the description saying which cap is whose).
+// (see inventories.describeTools). keep is how long output files are
+// kept; sess says whether the tool takes a session_id, tasks whether it
+// may run as a task (whose timeout_seconds may go up to max_task_timeout,
+// which the schema then allows, the description saying which cap is
+// whose).
 func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions, tasks bool) mcp.Tool {
 	name, lim := l.Name, l.Limits
 	maxSec := int(lim.MaxTimeout / time.Second)
@@ -144,7 +145,7 @@ func newTool(l config.Language, sb sandbox, keep time.Duration, sess *sessions, 
 // what its image holds as inv tells (nil: not known, and nothing said of
 // its packages), its limits, its files and its sessions.
 func toolDescription(l config.Language, sb sandbox, keep time.Duration, sess *sessions, tasks bool, inv *inventory.Inventory) string {
-	desc := l.Description + " " + imageSentence(l, sb, inv) + "\n\n" + limitsSentence(l.Limits, sb, tasks) + " " + filesSentence(l, keep)
+	desc := strings.TrimSpace(l.Description+" "+imageSentence(l, sb, inv)) + "\n\n" + limitsSentence(l.Limits, sb, tasks) + " " + filesSentence(l, keep)
 	if sess.offers(l.Name) {
 		desc += " " + sess.sessionSentence(l.Name)
 	}

@@ -1,9 +1,10 @@
 // Package pool keeps each language ready to run: its image present,
 // unpacked and cached for as long as containerd's record of it does not
-// change, and a pool of ready sandboxes, started ahead and waiting (on the
-// stub, or warm), refilled in the background. It makes sandboxes through
-// a sandbox.Host and hands used ones to its Config's Retire. It knows
-// nothing of requests, sessions, MCP or the configuration file.
+// change, what the image holds (Inventories), and a pool of ready
+// sandboxes, started ahead and waiting (on the stub, or warm), refilled in
+// the background. It makes sandboxes through a sandbox.Host and hands used
+// ones to its Config's Retire. It knows nothing of requests, sessions, MCP
+// or the configuration file.
 package pool
 
 import (
