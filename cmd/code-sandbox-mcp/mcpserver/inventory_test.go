@@ -113,3 +113,25 @@ func TestImageSentence(t *testing.T) {
 		}
 	}
 }
+
+// TestInventoriesModules: Modules gives what the last refresh read, and
+// nothing for a language whose image is not known.
+func TestInventoriesModules(t *testing.T) {
+	langs := config.Default().Enabled()
+	iv := newInventories(func(ctx context.Context, language string) (*inventory.Inventory, error) {
+		if language == "python" {
+			return pythonImage, nil
+		}
+		return nil, errors.New("not known")
+	}, langs)
+	if got := iv.Modules("python"); got != nil {
+		t.Errorf("before a refresh: got %v; want nothing", got)
+	}
+	iv.refresh(t.Context())
+	if got := iv.Modules("python"); fmt.Sprint(got) != "[numpy pandas]" {
+		t.Errorf("python: got %v; want [numpy pandas]", got)
+	}
+	if got := iv.Modules("javascript"); got != nil {
+		t.Errorf("javascript: got %v; want nothing", got)
+	}
+}
