@@ -74,9 +74,11 @@ type Inventory struct {
 }
 
 // Read reads the inventory of the root file system fsys, whose paths
-// are the image's without the leading slash. A file that is absent is
-// no error (an image need have no dpkg, no Python, no npm); one that
-// cannot be read or parsed is, and names the file.
+// are the image's without the leading slash (see Dir). A file that is
+// absent is no error (an image need have no dpkg, no Python, no npm),
+// nor is a package's metadata that does not parse (the package is listed
+// with what could be read of it); a file that cannot be read is, and so
+// is a ManifestPath that is not JSON, and the error names the file.
 func Read(fsys fs.FS) (*Inventory, error) {
 	inv := &Inventory{}
 	var err error

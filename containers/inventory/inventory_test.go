@@ -37,9 +37,9 @@ func TestReadDebian(t *testing.T) {
 	})
 	check(t, "Modules", inv.Modules, []string{"_brotli", "brotli", "dateutil", "numpy", "pandas", "six", "tabulate"})
 	// linked is an absolute link to /usr/share/nodejs/acorn: the
-	// image's, not the host's.
+	// image's, not the host's. broken-json's package.json does not parse.
 	check(t, "NPM", inv.NPM, []Package{
-		{"@scope/tool", "1.0.0"}, {"acorn", "8.14.0"}, {"acorn-walk", ""}, {"linked", "8.14.0"}, {"lodash", "4.17.21"},
+		{"@scope/tool", "1.0.0"}, {"acorn", "8.14.0"}, {"acorn-walk", ""}, {"broken-json", ""}, {"linked", "8.14.0"}, {"lodash", "4.17.21"},
 	})
 	if inv.Manifest != nil {
 		t.Errorf("Manifest: got %+v; want none", inv.Manifest)
@@ -49,7 +49,7 @@ func TestReadDebian(t *testing.T) {
 	// extra's), then the npm packages.
 	check(t, "Notable", inv.Notable, []Package{
 		{"numpy", "2.3.0"}, {"pandas", "2.2.3+dfsg"}, {"Brotli", "1.1.0"}, {"tabulate", "0.9.0"},
-		{"@scope/tool", "1.0.0"}, {"acorn", "8.14.0"}, {"acorn-walk", ""}, {"linked", "8.14.0"}, {"lodash", "4.17.21"},
+		{"@scope/tool", "1.0.0"}, {"acorn", "8.14.0"}, {"acorn-walk", ""}, {"broken-json", ""}, {"linked", "8.14.0"}, {"lodash", "4.17.21"},
 	})
 }
 

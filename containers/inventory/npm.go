@@ -20,11 +20,11 @@ var npmDirs = []string{
 	"usr/lib/nodejs",
 }
 
-// readNPM reads the global npm packages: the name and version in the
-// package.json of each top-level directory of npmDirs, and of each
-// directory in a scope's ("@types/node"). A directory without a
-// package.json is listed by its name, without a version; one whose
-// package.json is not JSON is an error.
+// readNPM reads the global npm packages: each top-level directory of
+// npmDirs, and each directory in a scope's ("@types/node"), by the name
+// require() takes, with the version of its package.json. A directory
+// whose package.json is missing or not JSON is listed without a version:
+// one package's broken file does not hide the others.
 func readNPM(fsys fs.FS) ([]Package, error) {
 	seen := map[string]bool{}
 	var out []Package
@@ -93,7 +93,7 @@ func isDir(fsys fs.FS, dir string, e fs.DirEntry) bool {
 }
 
 // readPackageJSON reads the version of a package.json; the zero
-// Package if there is none.
+// Package if there is none, or it is not JSON.
 func readPackageJSON(fsys fs.FS, name string) (Package, error) {
 	b, err := fs.ReadFile(fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -105,8 +105,8 @@ func readPackageJSON(fsys fs.FS, name string) (Package, error) {
 	var p struct {
 		Version string `json:"version"`
 	}
-	if err := json.Unmarshal(b, &p); err != nil {
-		return Package{}, fmt.Errorf("decode /%s: %w", name, err)
+	if json.Unmarshal(b, &p) != nil {
+		return Package{}, nil
 	}
 	return Package{Version: p.Version}, nil
 }
