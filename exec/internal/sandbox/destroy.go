@@ -90,10 +90,41 @@ func (s *Sandbox) deleteTask(ctx context.Context) {
 	// 5 s in about one run in six (the shim goes away first). Event
 	// watchers, our tests among them, count on that event, so the kill
 	// and its round trips stay.
-	_, err := s.task.Delete(ctx, containerd.WithProcessKill)
+	_, err := s.task.Delete(ctx, killFirst)
 	if err == nil || errdefs.IsNotFound(err) {
 		return
 	}
 	s.h.Log.Warn("delete task; killing its process from the host", "run", s.id, "err", err)
 	s.signalFromHost(syscall.SIGKILL)
+}
+
+// killFirst is the delete's kill: containerd's WithProcessKill, but sent
+// to the task's first process alone, as kill does and for the same
+// reason (runc kill --all freezes a cgroup v1 sandbox first). That process
+// is the init of the sandbox's pid namespace: every other process ends
+// with it. It waits for the exit, or for ctx's end, before the delete.
+func killFirst(ctx context.Context, p containerd.Process) error {
+	if p.Pid() == 0 {
+		return nil // a task that never started
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	exited, err := p.Wait(ctx)
+	if err != nil {
+		return err
+	}
+	err = p.Kill(ctx, syscall.SIGKILL)
+	switch {
+	case errdefs.IsFailedPrecondition(err):
+		return nil // it had exited
+	case err != nil && !errdefs.IsNotFound(err):
+		return err
+	}
+	// Not found may still mean killed: wait for the exit either way.
+	select {
+	case <-exited:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
