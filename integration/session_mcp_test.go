@@ -109,6 +109,21 @@ func pythonSession(t *testing.T, s *mcpServer) createdSession {
 	if r = s.call(ctx, t, "run_python_code", map[string]any{"code": "r", "session_id": py.SessionID}); r.out.Stdout != "2\n" {
 		t.Fatalf("after the timeout: %q", r.text)
 	}
+	// The cell's expires_at is the session's renewed idle deadline, the
+	// one list_sessions shows right after (issue 29, item 1).
+	var list struct {
+		Sessions []struct {
+			SessionID string `json:"session_id"`
+			ExpiresAt string `json:"expires_at"`
+		} `json:"sessions"`
+	}
+	callRaw(ctx, t, s.c, "list_sessions", map[string]any{}, &list)
+	if len(list.Sessions) != 1 || list.Sessions[0].ExpiresAt != r.out.ExpiresAt {
+		t.Errorf("the cell's expires_at %q; list_sessions right after: %+v; want the same", r.out.ExpiresAt, list.Sessions)
+	}
+	if exp, err := time.Parse(time.RFC3339, r.out.ExpiresAt); err != nil || time.Until(exp) > 121*time.Second {
+		t.Errorf("the cell's expires_at %q; want its idle deadline, within 120s", r.out.ExpiresAt)
+	}
 	// One-shot runs are as they were.
 	if r = s.call(ctx, t, "run_python_code", code("print('r' in globals())")); r.out.Stdout != "False\n" || r.out.SessionID != "" {
 		t.Fatalf("a one-shot run: %q %+v", r.text, r.out)

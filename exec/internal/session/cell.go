@@ -90,7 +90,10 @@ func (ss *Session) Run(ctx context.Context, code string, files []workspace.File,
 	if !ss.startCall() {
 		return nil, ss.t.NoSession(ss.owner, ss.id)
 	}
-	defer ss.endCall()
+	// used is when the cell's result says the session was last used; the
+	// session is idle from then once the call ends.
+	var used time.Time
+	defer func() { ss.endCall(used) }()
 
 	ws := ss.sb.Workspace()
 	if err := workspace.WriteInputs(ws, files, ss.sb.UID(), true); err != nil {
@@ -142,7 +145,8 @@ func (ss *Session) Run(ctx context.Context, code string, files []workspace.File,
 		ID: ss.id, ExecutionCount: n, Interrupted: c.interrupted && c.ended == "", Ended: c.ended,
 		BackgroundOOMKills: int(ooms - told),
 	}
-	res.Session.ExpiresAt = ss.after(c)
+	used = time.Now()
+	res.Session.ExpiresAt = ss.after(c, used)
 	ss.t.Log.Debug("session cell", "session", ss.id, "cell", n, "took", time.Since(start))
 	return res, nil
 }
@@ -174,17 +178,16 @@ func (ss *Session) result(c cellOutcome, timeout time.Duration) *sandbox.Result 
 	return res
 }
 
-// after ends the session if cell c says it must, and otherwise renews it
-// from now; it returns when the session expires (or ended).
-func (ss *Session) after(c cellOutcome) time.Time {
+// after ends the session if cell c says it must, and otherwise returns
+// when it expires once idle from used: the deadline list_sessions shows
+// once the call ends (the session is still busy here, so its own
+// expiry would be its lifetime's end).
+func (ss *Session) after(c cellOutcome, used time.Time) time.Time {
 	if c.ended != "" {
 		ss.End(c.ended)
-		return time.Now() // it has ended
+		return used // it has ended
 	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ss.lastUsed = time.Now()
-	return ss.expiresLocked()
+	return ss.deadline(used)
 }
 
 // driverStatus is the status line a driver writes after a cell's end

@@ -219,11 +219,16 @@ func (ss *Session) count() int {
 	return ss.cells
 }
 
-// endCall marks the session idle again, from now.
-func (ss *Session) endCall() {
+// endCall marks the session idle again, from used, or from now if used
+// is zero: a cell's result told its caller the deadline counted from
+// used, and the session keeps that one.
+func (ss *Session) endCall(used time.Time) {
+	if used.IsZero() {
+		used = time.Now()
+	}
 	ss.mu.Lock()
 	ss.busy = false
-	ss.lastUsed = time.Now()
+	ss.lastUsed = used
 	if ss.timer != nil && ss.why == "" {
 		ss.timer.Reset(time.Until(ss.expiresLocked()))
 	}
@@ -235,9 +240,19 @@ func (ss *Session) endCall() {
 }
 
 // expiresLocked is when the session ends unless used again; ss.mu is held.
+// A busy session has no idle deadline, only its lifetime's end.
 func (ss *Session) expiresLocked() time.Time {
+	if ss.busy {
+		return ss.created.Add(ss.lifetime)
+	}
+	return ss.deadline(ss.lastUsed)
+}
+
+// deadline is when the session ends if it is idle from used: used plus
+// its idle timeout, or its lifetime's end if that comes first.
+func (ss *Session) deadline(used time.Time) time.Time {
 	end := ss.created.Add(ss.lifetime)
-	if idle := ss.lastUsed.Add(ss.idle); !ss.busy && idle.Before(end) {
+	if idle := used.Add(ss.idle); idle.Before(end) {
 		return idle
 	}
 	return end

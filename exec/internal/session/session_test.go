@@ -177,6 +177,34 @@ func TestSessionExpiry(t *testing.T) {
 	}
 }
 
+// A cell's result tells the deadline the session has once the call ends,
+// the one list_sessions then shows, though the session is still busy
+// when the result is made (issue 29, item 1).
+func TestSessionCellExpiry(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name    string
+		created time.Time
+		want    time.Time
+	}{
+		{"idle deadline first", now.Add(-time.Minute), now.Add(10 * time.Minute)},
+		{"lifetime's end first", now.Add(-55 * time.Minute), now.Add(5 * time.Minute)},
+	} {
+		s := &Session{created: tc.created, lastUsed: tc.created, idle: 10 * time.Minute, lifetime: time.Hour, busy: true}
+		got := s.after(cellOutcome{}, now)
+		if !got.Equal(tc.want) {
+			t.Errorf("%s: the cell's result says it expires at %s; want %s", tc.name, got, tc.want)
+		}
+		s.endCall(now)
+		s.mu.Lock()
+		listed := s.expiresLocked()
+		s.mu.Unlock()
+		if !listed.Equal(got) {
+			t.Errorf("%s: after the call the session expires at %s; the cell's result said %s", tc.name, listed, got)
+		}
+	}
+}
+
 // expiredLocked is what both the timer and a call's start ask, so a late
 // timer lets no call into an expired session.
 func TestSessionExpired(t *testing.T) {
