@@ -33,6 +33,9 @@ import (
 type testCA struct {
 	pool              *x509.CertPool // the CA alone
 	certFile, keyFile string         // the server's
+	// serverName, if set, is the name clients check the server's
+	// certificate for, rather than the address they dial.
+	serverName string
 }
 
 // newTestCA makes an ECDSA CA and a server certificate for 127.0.0.1 in
@@ -96,7 +99,7 @@ func newTestCA(t *testing.T) *testCA {
 
 // client returns an HTTP client that trusts the CA and nothing else.
 func (c *testCA) client() *http.Client {
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.pool, MinVersion: tls.VersionTLS12}}}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: c.pool, ServerName: c.serverName, MinVersion: tls.VersionTLS12}}}
 }
 
 func TestHTTPTLS(t *testing.T) {

@@ -13,7 +13,7 @@ const tokenUsage = `usage:
   token new NAME [--append FILE]
                           make a client's token for --auth-tokens: print the token once on stdout
                           and its line for the file, NAME SHA256HEX, on stderr;
-                          --append FILE: add the line to FILE instead (created 0600)
+                          --append FILE: add the line to FILE instead (created 0600, and its directory 0700)
 `
 
 // tokenCommand runs the token verbs and returns the exit status: for new,
@@ -26,7 +26,7 @@ func tokenCommand(args []string, stdout, stderr io.Writer) int {
 		return status
 	}
 	var file string
-	fs.StringVar(&file, "append", "", "add the line to the token `file`, created 0600 if missing")
+	fs.StringVar(&file, "append", "", "add the line to the token `file`, created 0600 (its directory 0700) if missing")
 	// NAME may come before or after --append.
 	var names []string
 	for {

@@ -116,6 +116,35 @@ func TestTokenNewRefusesWritableFile(t *testing.T) {
 	}
 }
 
+// The documented set-up appends to a file in a directory a fresh host
+// does not have: it is created, for the owner alone (issue 29, item 2).
+func TestTokenNewMakesTheDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "etc", "code-sandbox-mcp")
+	path := filepath.Join(dir, "tokens")
+	code, stdout, stderr := runToken(t, "token", "new", "alice", "--append", path)
+	if code != exitOK || stdout == "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want 0 and the token", code, stdout, stderr)
+	}
+	for p, want := range map[string]os.FileMode{dir: 0o700 | os.ModeDir, path: 0o600} {
+		if fi, err := os.Stat(p); err != nil || fi.Mode() != want {
+			t.Errorf("%s: %v %v; want %v", p, fi.Mode(), err, want)
+		}
+	}
+	if _, err := httpauth.Load(path); err != nil {
+		t.Errorf("the new file: %v", err)
+	}
+	// A directory that cannot be made: the error says what to create.
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(file, "sub")
+	code, stdout, stderr = runToken(t, "token", "new", "alice", "--append", filepath.Join(bad, "tokens"))
+	if code != exitFailure || stdout != "" || !strings.Contains(stderr, "install -d -m 0700 "+bad) {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1, no token, and the directory to create", code, stdout, stderr)
+	}
+}
+
 func TestTokenUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"token"},

@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 )
@@ -70,7 +71,8 @@ type Log struct {
 }
 
 // Open opens the audit log at path for appending, creating it (mode 0600)
-// if it does not exist. A new or empty file starts a new chain; a file
+// if it does not exist, and its directory (mode 0750) if that does not.
+// A new or empty file starts a new chain; a file
 // that holds records continues their chain. A file whose last line is not
 // a whole record (cut off by a crash, say) is refused rather than started
 // on a new chain: move it aside, verify it, and open again.
@@ -92,6 +94,10 @@ func Open(path string) (*Log, error) {
 		}
 		l.prev = id
 		return l, nil
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("audit log: cannot create its directory: %w; create it (`install -d -m 0750 %s`) as a user who may, or give --audit-log a path in a directory the server may write", err, dir)
 	}
 	if err := l.open(); err != nil {
 		return nil, err

@@ -289,6 +289,29 @@ func TestReopenContinuesChain(t *testing.T) {
 	}
 }
 
+// A log in a directory a fresh host does not have: the directory is
+// created, mode 0750; one that cannot be says what to create (issue 29,
+// item 2).
+func TestOpenMakesTheDirectory(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "var", "log", "code-sandbox-mcp")
+	l, err := Open(filepath.Join(dir, "audit.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if fi, err := os.Stat(dir); err != nil || fi.Mode() != 0o750|os.ModeDir {
+		t.Errorf("%s: %v %v; want drwxr-x---", dir, fi.Mode(), err)
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(file, "sub")
+	if _, err := Open(filepath.Join(bad, "audit.jsonl")); err == nil || !strings.Contains(err.Error(), "install -d -m 0750 "+bad) {
+		t.Errorf("a directory that cannot be made: %v; want the command that creates it", err)
+	}
+}
+
 func TestOpenRefusesDamagedEnd(t *testing.T) {
 	for _, tc := range []struct{ name, tail string }{
 		{"incomplete last line", `{"time":"2024-01-01T00:00:00.000000000Z","ev`},

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -199,8 +200,9 @@ func Line(name, token string) string {
 var errNameTaken = errors.New("name already in the token file")
 
 // Append adds the line of the client name with token to the token file at
-// path, creating the file with mode 0600 if it does not exist, and syncs
-// it. It refuses, changing nothing, a file that Load would refuse for its
+// path, creating the file with mode 0600 if it does not exist (and its
+// directory, mode 0700, if that does not), and syncs it. It refuses,
+// changing nothing, a file that Load would refuse for its
 // mode or a malformed line, and a name (errNameTaken) or token the file
 // already has. Appends from two processes at once are not serialised.
 func Append(path, name, token string) error {
@@ -209,6 +211,10 @@ func Append(path, name, token string) error {
 	}
 	if token == "" {
 		return errors.New("empty token")
+	}
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("auth tokens: cannot create the token file's directory: %w; create it (`install -d -m 0700 %s`) as a user who may, or put the file elsewhere", err, dir)
 	}
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
