@@ -127,8 +127,9 @@ type HTTP struct {
 	// may call the server; a request with any other Origin is refused.
 	AllowedOrigins []string `toml:"allowed_origins"`
 	// PerClientConcurrency bounds one client's calls of the language
-	// tools in flight at once; 0 is half of [sandbox] concurrency, at
-	// least 1 (see Config.ClientConcurrency). Over stdio there is one
+	// tools in flight at once; 0 is all of [sandbox] concurrency with one
+	// client (or none) in the token file, half of it, at least 1, with
+	// several (see Config.ClientConcurrency). Over stdio there is one
 	// client, and no such share.
 	PerClientConcurrency int `toml:"per_client_concurrency"`
 	// RateLimit is how many tool calls a client may make a minute, on
@@ -204,11 +205,16 @@ func (c *Config) Concurrency() int {
 }
 
 // ClientConcurrency is how many calls of the language tools one HTTP
-// client may have in flight: [http] per_client_concurrency, or half of
-// Concurrency, at least 1, if that is 0.
-func (c *Config) ClientConcurrency() int {
-	if c.HTTP.PerClientConcurrency > 0 {
+// client may have in flight among principals clients (the token file's
+// names; 0 without one): [http] per_client_concurrency, or if that is 0,
+// all of Concurrency for a lone client, and half of it, at least 1, when
+// there are several to share it.
+func (c *Config) ClientConcurrency(principals int) int {
+	switch {
+	case c.HTTP.PerClientConcurrency > 0:
 		return c.HTTP.PerClientConcurrency
+	case principals <= 1:
+		return c.Concurrency()
 	}
 	return max(1, c.Concurrency()/2)
 }

@@ -495,11 +495,38 @@ func TestRequestBytes(t *testing.T) {
 	}
 }
 
+// A lone client, or none named (HTTP without tokens), has all of
+// concurrency unless per_client_concurrency says otherwise: one client's
+// two parallel calls on a 2-CPU host both run (issue 29, item 3).
+func TestClientConcurrencyOfALoneClient(t *testing.T) {
+	for _, tc := range []struct {
+		toml       string
+		principals int
+		want       int
+	}{
+		{"[sandbox]\nconcurrency = 2", 1, 2},
+		{"[sandbox]\nconcurrency = 2", 0, 2},
+		{"[sandbox]\nconcurrency = 2", 2, 1},
+		{"[sandbox]\nconcurrency = 8", 1, 8},
+		{"[sandbox]\nconcurrency = 8", 5, 4},
+		{"[sandbox]\nconcurrency = 8\n[http]\nper_client_concurrency = 3", 1, 3},
+		{"[sandbox]\nconcurrency = 8\n[http]\nper_client_concurrency = 3", 0, 3},
+	} {
+		c, err := Parse(tc.toml, "x.toml")
+		if err != nil {
+			t.Fatalf("%q: %v", tc.toml, err)
+		}
+		if got := c.ClientConcurrency(tc.principals); got != tc.want {
+			t.Errorf("%q with %d clients: ClientConcurrency = %d; want %d", tc.toml, tc.principals, got, tc.want)
+		}
+	}
+}
+
 func TestClientLimits(t *testing.T) {
 	cpus := runtime.NumCPU()
 	for _, tc := range []struct {
 		toml      string
-		want      int
+		want      int // with several clients
 		rate, brs int
 	}{
 		{"", max(1, cpus/2), 120, 20},
@@ -515,8 +542,8 @@ func TestClientLimits(t *testing.T) {
 			t.Errorf("%q: %v", tc.toml, err)
 			continue
 		}
-		if got := c.ClientConcurrency(); got != tc.want {
-			t.Errorf("%q: ClientConcurrency() = %d; want %d", tc.toml, got, tc.want)
+		if got := c.ClientConcurrency(3); got != tc.want {
+			t.Errorf("%q: ClientConcurrency(3) = %d; want %d", tc.toml, got, tc.want)
 		}
 		if c.HTTP.RateLimit != tc.rate || c.HTTP.RateBurst != tc.brs {
 			t.Errorf("%q: rate_limit %d, rate_burst %d; want %d, %d", tc.toml, c.HTTP.RateLimit, c.HTTP.RateBurst, tc.rate, tc.brs)
@@ -526,7 +553,7 @@ func TestClientLimits(t *testing.T) {
 		toml string
 		want []string
 	}{
-		{"[sandbox]\nconcurrency = 4\n[http]\nper_client_concurrency = 5", []string{"http.per_client_concurrency: 5 is more than sandbox.concurrency (4)", "want 1 to 4, or 0 for half of it"}},
+		{"[sandbox]\nconcurrency = 4\n[http]\nper_client_concurrency = 5", []string{"http.per_client_concurrency: 5 is more than sandbox.concurrency (4)", "want 1 to 4, or 0 for all of it with one client, half with several"}},
 		{fmt.Sprintf("[http]\nper_client_concurrency = %d", cpus+1), []string{"http.per_client_concurrency", "the number of CPUs", fmt.Sprintf("(%d)", cpus)}},
 		{"[http]\nper_client_concurrency = -1", []string{"http.per_client_concurrency: -1 is negative"}},
 		{"[http]\nrate_limit = -1", []string{"http.rate_limit: -1 is negative", "0 for no limit"}},

@@ -272,13 +272,13 @@ func (c *Config) validateHTTP() []error {
 	h := c.HTTP
 	switch n := c.Concurrency(); {
 	case h.PerClientConcurrency < 0:
-		bad("per_client_concurrency", "%d is negative; want 1 to sandbox.concurrency (%d), or 0 for half of it", h.PerClientConcurrency, n)
+		bad("per_client_concurrency", "%d is negative; want 1 to sandbox.concurrency (%d), or 0 for all of it with one client, half with several", h.PerClientConcurrency, n)
 	case h.PerClientConcurrency > n:
 		what := "sandbox.concurrency"
 		if c.Sandbox.Concurrency == 0 {
 			what = "sandbox.concurrency, here the number of CPUs,"
 		}
-		bad("per_client_concurrency", "%d is more than %s (%d), which bounds all clients' runs together; want 1 to %d, or 0 for half of it",
+		bad("per_client_concurrency", "%d is more than %s (%d), which bounds all clients' runs together; want 1 to %d, or 0 for all of it with one client, half with several",
 			h.PerClientConcurrency, what, n, n)
 	}
 	if h.RateLimit < 0 {

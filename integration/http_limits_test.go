@@ -142,6 +142,44 @@ func TestHTTPLimitsConcurrency(t *testing.T) {
 		t.Errorf("alice's call once her first ended: %q %+v; want it run", r.text, r.out)
 	}
 }
+// A lone client (one token) on a 2-slot server with no
+// per_client_concurrency has both slots: its second call, made while the
+// first runs, runs too (issue 29, item 3; the half-share would refuse it).
+func TestHTTPLimitsLoneClientHasAllSlots(t *testing.T) {
+	path, tokens := tokenFile(t, "alice")
+	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, concurrency: 2, config: noPools})
+	alice := s.connect(t, tokens["alice"])
+	ctx := testContext(t)
+	first := make(chan toolResult, 1)
+	go func() {
+		res, err := alice.CallTool(ctx, mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code",
+			Arguments: map[string]any{"code": "import time\ntime.sleep(5)\nprint('first')", "timeout_seconds": 20}}})
+		if err != nil {
+			first <- toolResult{text: err.Error(), isError: true}
+			return
+		}
+		r, err := parseResult(res)
+		if err != nil {
+			first <- toolResult{text: err.Error(), isError: true}
+			return
+		}
+		first <- r
+	}()
+	var running []string
+	if !waitFor(30*time.Second, func() bool { running = runningSandboxes(t); return len(running) == 1 }) {
+		t.Fatalf("the first program is not running within 30s: %v", running)
+	}
+	if r := decodeCall(ctx, t, alice, "run_python_code", code("print('second')")); r.isError || r.out.Stdout != "second\n" {
+		t.Errorf("the second call while the first runs: %q %+v; want it run", r.text, r.out)
+	}
+	if r := <-first; r.isError || r.out.Stdout != "first\n" {
+		t.Errorf("the first call: %q %+v; want it run", r.text, r.out)
+	}
+	if !strings.Contains(s.stderr.String(), "per_client_concurrency=2") {
+		t.Errorf("the server's log does not say per_client_concurrency=2:\n%s", s.stderr)
+	}
+}
+
 
 // retryIn is the rate refusal's last sentence, with its seconds.
 var retryIn = regexp.MustCompile(`Retry in ([0-9.]+) s\.$`)

@@ -241,7 +241,7 @@ func (s *Server) serveHTTP(ctx context.Context) error {
 		return err
 	}
 	hs.authFailed = s.aud.authFailed
-	cl := clientLimits(cfg)
+	cl := clientLimits(cfg, hs.tokens.Len())
 	hs.maxBody, hs.limits = cfg.RequestBytes(), clientlimit.New(cl)
 	ec := s.aud.observe(hs.tel.hooks(ExecConfig(cfg, s.env, logger)))
 	ec.Sessions.MaxPerOwner = cfg.ClientSessions()
@@ -260,14 +260,17 @@ func (s *Server) serveHTTP(ctx context.Context) error {
 // it: a share of the runs (per_client_concurrency), counted over the
 // language tools' calls, and a rate of tool calls of any tool
 // (rate_limit, rate_burst). They are HTTP's: over stdio there is one
-// client, whose calls queue for [sandbox] concurrency instead.
-func clientLimits(cfg *config.Config) clientlimit.Config {
+// client, whose calls queue for [sandbox] concurrency instead. principals
+// is how many clients the token file names (0 without one): a lone client
+// gets all of [sandbox] concurrency unless per_client_concurrency says
+// otherwise.
+func clientLimits(cfg *config.Config, principals int) clientlimit.Config {
 	tools := map[string]time.Duration{}
 	for _, l := range cfg.Enabled() {
 		tools[l.Tool] = l.Limits.Timeout
 	}
 	return clientlimit.Config{
-		Principal: principalOf, Concurrency: cfg.ClientConcurrency(), Tools: tools,
+		Principal: principalOf, Concurrency: cfg.ClientConcurrency(principals), Tools: tools,
 		Rate: cfg.HTTP.RateLimit, Burst: cfg.HTTP.RateBurst,
 	}
 }

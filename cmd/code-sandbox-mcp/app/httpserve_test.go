@@ -63,10 +63,14 @@ func TestClientLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cl := clientLimits(cfg)
+	cl := clientLimits(cfg, 2)
 	want := map[string]time.Duration{"run_python_code": 10 * time.Second, "run_js_code": 30 * time.Second}
 	if cl.Concurrency != 3 || cl.Rate != 30 || cl.Burst != 3 || !reflect.DeepEqual(cl.Tools, want) || cl.Principal == nil {
 		t.Errorf("clientLimits = concurrency %d, rate %d, burst %d, tools %v; want 3, 30, 3, %v", cl.Concurrency, cl.Rate, cl.Burst, cl.Tools, want)
+	}
+	// A lone client has the whole server.
+	if cl := clientLimits(cfg, 1); cl.Concurrency != 6 {
+		t.Errorf("clientLimits of one client: concurrency %d; want 6, all of [sandbox] concurrency", cl.Concurrency)
 	}
 }
 
