@@ -195,6 +195,9 @@ func TestRealMainUsage(t *testing.T) {
 		{[]string{"run", "--language", "cobol", "--code", "x"}, exitUsage, "", "unknown language"},
 		{[]string{"run", "--language", "python"}, exitUsage, "", "give the program"},
 		{[]string{"run", "--language", "python", "--timeout", "10m", "--code", "x"}, exitUsage, "", "over python's max_timeout (2m0s)"},
+		// A bare number is seconds, as timeout_seconds is (issue 29, item 4).
+		{[]string{"run", "--language", "python", "--timeout", "300", "--code", "x"}, exitUsage, "", "--timeout 5m0s is over python's max_timeout (2m0s)"},
+		{[]string{"run", "--language", "python", "--timeout", "five", "--code", "x"}, exitUsage, "", "want seconds, such as 5, or a duration"},
 		{[]string{"serve", "extra"}, exitUsage, "", "unexpected arguments"},
 		// Global flags after the subcommand count.
 		{[]string{"run", "--address", "/nonexistent/containerd.sock", "--language", "python", "--code", "x"}, exitSandbox, "", "/nonexistent/containerd.sock"},
@@ -204,6 +207,25 @@ func TestRealMainUsage(t *testing.T) {
 		if code != tc.code || stdout.String() != tc.stdout || !strings.Contains(stderr.String(), tc.stderrPart) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %d, %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.stdout, tc.stderrPart)
 		}
+	}
+}
+
+// A run flag error prints run's usage alone: its own flags and the global
+// ones it takes, not the serving flags it refuses (issue 29, item 4).
+func TestRunUsageOnAFlagError(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := realMain([]string{"run", "--timeout", "5x", "--language", "python"}, strings.NewReader(""), &stdout, &stderr, tempDirsEnv(t))
+	got := stderr.String()
+	if code != exitUsage || !strings.Contains(got, "usage: code-sandbox-mcp run ") || !strings.Contains(got, "-timeout seconds") || !strings.Contains(got, "-config file") {
+		t.Fatalf("exit %d, stderr:\n%s\nwant 2 and run's usage", code, got)
+	}
+	for _, name := range serveFlagNames {
+		if strings.Contains(got, "-"+name) {
+			t.Errorf("run's usage shows the serving flag --%s:\n%s", name, got)
+		}
+	}
+	if strings.Contains(got, "serve MCP") {
+		t.Errorf("run's usage is the whole program's:\n%s", got)
 	}
 }
 

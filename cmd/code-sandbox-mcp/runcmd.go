@@ -6,7 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -87,7 +90,11 @@ func (r *runFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (sta
 		r.code, r.codeSet = s, true
 		return nil
 	})
-	fs.DurationVar(&r.timeout, "timeout", 0, "wall-clock limit, such as 10s (default: the language's)")
+	fs.Func("timeout", "wall-clock limit: `seconds`, such as 5 or 2.5, or a duration, such as 10s or 1m30s (default: the language's)", func(v string) error {
+		d, err := parseTimeout(v)
+		r.timeout = d
+		return err
+	})
 	fs.Func("file", fileUsage, func(s string) error {
 		r.files = append(r.files, s)
 		return nil
@@ -95,7 +102,7 @@ func (r *runFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (sta
 	fs.StringVar(&r.outDir, "out", "", "save the output files (those the program wrote or changed in its working directory) beneath `DIR`, created if missing")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: code-sandbox-mcp run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR] [--code STRING | FILE | -]")
-		fs.PrintDefaults()
+		printOwnDefaults(fs, stderr)
 	}
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
@@ -105,6 +112,39 @@ func (r *runFlags) parse(fs *flag.FlagSet, args []string, stderr io.Writer) (sta
 	}
 	r.rest = fs.Args()
 	return exitOK, true
+}
+
+// parseTimeout reads --timeout: a bare number is seconds, as the MCP
+// tools' timeout_seconds is; anything else a Go duration (10s, 1m30s).
+func parseTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if sec, ferr := strconv.ParseFloat(v, 64); ferr == nil {
+		d, err = time.Duration(sec*float64(time.Second)), nil
+		if math.IsNaN(sec) || math.IsInf(sec, 0) || sec > math.MaxInt64/float64(time.Second) {
+			err = errors.New("not a number of seconds")
+		}
+	}
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("want seconds, such as 5, or a duration, such as 10s or 1m30s")
+	case d < 0:
+		return 0, fmt.Errorf("%s is negative; want seconds, such as 5, or a duration, such as 10s", v)
+	}
+	return d, nil
+}
+
+// printOwnDefaults prints the defaults of fs's flags, a subcommand's, but
+// the serving flags that refuseHTTPFlags added only to refuse them.
+func printOwnDefaults(fs *flag.FlagSet, w io.Writer) {
+	own := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+	own.SetOutput(w)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !slices.Contains(serveFlagNames, f.Name) {
+			own.Var(f.Value, f.Name, f.Usage)
+			own.Lookup(f.Name).DefValue = f.DefValue
+		}
+	})
+	own.PrintDefaults()
 }
 
 // request is what the flags ask the executor to run, and the limits of

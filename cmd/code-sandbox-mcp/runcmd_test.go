@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/errdefs"
 
@@ -13,6 +14,34 @@ import (
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
+
+func TestParseTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+		err  string
+	}{
+		{"5", 5 * time.Second, ""},
+		{"2.5", 2500 * time.Millisecond, ""},
+		{"0", 0, ""},
+		{"5s", 5 * time.Second, ""},
+		{"1m30s", 90 * time.Second, ""},
+		{"-5", 0, "negative"},
+		{"-1s", 0, "negative"},
+		{"5x", 0, "want seconds, such as 5, or a duration"},
+		{"NaN", 0, "want seconds"},
+		{"1e300", 0, "want seconds"},
+		{"", 0, "want seconds"},
+	} {
+		got, err := parseTimeout(tc.in)
+		if tc.err == "" && (err != nil || got != tc.want) {
+			t.Errorf("parseTimeout(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+		if tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("parseTimeout(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.err)
+		}
+	}
+}
 
 func TestExitStatus(t *testing.T) {
 	for _, tc := range []struct {
