@@ -142,6 +142,7 @@ func TestHTTPLimitsConcurrency(t *testing.T) {
 		t.Errorf("alice's call once her first ended: %q %+v; want it run", r.text, r.out)
 	}
 }
+
 // A lone client (one token) on a 2-slot server with no
 // per_client_concurrency has both slots: its second call, made while the
 // first runs, runs too (issue 29, item 3; the half-share would refuse it).
@@ -179,7 +180,6 @@ func TestHTTPLimitsLoneClientHasAllSlots(t *testing.T) {
 		t.Errorf("the server's log does not say per_client_concurrency=2:\n%s", s.stderr)
 	}
 }
-
 
 // retryIn is the rate refusal's last sentence, with its seconds.
 var retryIn = regexp.MustCompile(`Retry in ([0-9.]+) s\.$`)
