@@ -11,9 +11,10 @@ import (
 	_ "embed"
 	"fmt"
 	"os"
+	"reflect"
 	"runtime"
+	"slices"
 	"sort"
-	"strings"
 
 	"github.com/BurntSushi/toml"
 )
@@ -360,6 +361,11 @@ func (c *Config) decode(data, name string) error {
 	if c.Languages == nil {
 		c.Languages = map[string]LanguageTable{}
 	}
+	known := make([]string, 0, len(c.Languages))
+	for n := range c.Languages {
+		known = append(known, n)
+	}
+	sort.Strings(known)
 	names := make([]string, 0, len(f.Languages))
 	for n := range f.Languages {
 		names = append(names, n)
@@ -374,15 +380,35 @@ func (c *Config) decode(data, name string) error {
 		}
 		c.Languages[n] = l
 	}
+	// A typo'd language's keys may be unknown too: its name is the news.
+	if err := c.typoLanguages(name, known, names); err != nil {
+		return err
+	}
 	if u := md.Undecoded(); len(u) > 0 {
-		keys := make([]string, len(u))
-		for i, k := range u {
-			keys[i] = k.String()
+		for _, k := range u {
 			if last := k[len(k)-1]; len(k) >= 2 && k[len(k)-2] == "limits" && (last == "uid" || last == "gid") {
 				return fmt.Errorf("%s: %s: sandboxes no longer share one uid and gid: each gets its own from [limits] uid_range; remove uid and gid (see sandbox.toml.example)", name, k)
 			}
 		}
-		return fmt.Errorf("%s: unknown key %s; see sandbox.toml.example for the keys there are", name, strings.Join(keys, ", "))
+		return fmt.Errorf("%s: unknown key %s; see sandbox.toml.example for the keys there are", name, unknownKeys(reflect.TypeFor[Config](), u))
+	}
+	return nil
+}
+
+// typoLanguages refuses a table of names, those the file has, that is
+// not a language already known and does not make a new one (it sets no
+// image or no command), when its name is a typo of a known language's:
+// [languages.pyton] would otherwise be told it lacks an image, a command
+// and a file.
+func (c *Config) typoLanguages(name string, known, names []string) error {
+	for _, n := range names {
+		l := c.Languages[n]
+		if slices.Contains(known, n) || (l.Image != "" && len(l.Command) > 0) {
+			continue
+		}
+		if near := nearest(n, known); near != "" {
+			return fmt.Errorf("%s: unknown language %q in [languages.%s]: did you mean %s? (a new language must set image and command)", name, n, n, near)
+		}
 	}
 	return nil
 }

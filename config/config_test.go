@@ -180,7 +180,7 @@ func TestErrors(t *testing.T) {
 		name, toml string
 		want       []string // all must appear in the error
 	}{
-		{"unknown top key", "[limit]\nmemory = \"1GiB\"", []string{"bad.toml", "unknown key", "limit.memory"}},
+		{"unknown top key", "[limit]\nmemory = \"1GiB\"", []string{"bad.toml", "unknown key limit (did you mean limits?)"}},
 		{"unknown key", "[limits]\nmemroy = \"1GiB\"", []string{"bad.toml", "limits.memroy"}},
 		{"unknown language key", "[languages.python]\nimg = \"x\"", []string{"languages.python.img"}},
 		{"unknown language limit", "[languages.python.limits]\nram = \"1GiB\"", []string{"languages.python.limits.ram"}},
@@ -259,6 +259,68 @@ func TestErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A typo names the unknown table or key and the nearest known one, in
+// every table; a typo'd language is told as that, not as a new language
+// missing its image, command and file (issue 29, item 5).
+func TestTypos(t *testing.T) {
+	for _, tc := range []struct {
+		name, toml string
+		want       string
+	}{
+		{"language", "[languages.pyton]\npool = 0", `unknown language "pyton" in [languages.pyton]: did you mean python?`},
+		{"language with its own typo", "[languages.pyton]\ncode = 1", "did you mean python?"},
+		{"language's limits", "[languages.javscript.limits]\nmemory = \"1GiB\"", "did you mean javascript?"},
+		{"table", "[sandbx]\nconcurrency = 2", "unknown key sandbx (did you mean sandbox?)"},
+		{"sandbox", "[sandbox]\nconcurency = 2", "sandbox.concurency (did you mean sandbox.concurrency?)"},
+		{"limits", "[limits]\nmemroy = \"1GiB\"", "limits.memroy (did you mean limits.memory?)"},
+		{"a language's key", "[languages.python]\nimgae = \"x\"", "languages.python.imgae (did you mean languages.python.image?)"},
+		{"a language's limit", "[languages.python.limits]\ntimout = \"5s\"", "languages.python.limits.timout (did you mean languages.python.limits.timeout?)"},
+		{"http", "[http]\nrate_limt = 5", "http.rate_limt (did you mean http.rate_limit?)"},
+		{"sessions", "[sessions]\nmax_sesions = 2", "(did you mean sessions.max_sessions?)"},
+		{"containerd", "[containerd]\nnamespac = \"x\"", "(did you mean containerd.namespace?)"},
+		{"tasks", "[tasks]\nmax_task = 3", "(did you mean tasks.max_tasks?)"},
+		{"audit", "[audit]\npth = \"x\"", "(did you mean audit.path?)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse(tc.toml, "bad.toml")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v; want one with %q", err, tc.want)
+			}
+			for _, unrelated := range []string{"image: empty", ".command", ".file"} {
+				if strings.Contains(err.Error(), unrelated) {
+					t.Errorf("error %q tells of %q, which the typo is not about", err, unrelated)
+				}
+			}
+		})
+	}
+	// A new language far from a known one is a new language: it is told
+	// what it lacks. So is one near a known one that is complete.
+	if _, err := Parse("[languages.ruby]\ncommand = [\"ruby\"]", "x.toml"); err == nil || strings.Contains(err.Error(), "did you mean") || !strings.Contains(err.Error(), "languages.ruby.image") {
+		t.Errorf("a new language without its image: %v; want it told it lacks one", err)
+	}
+	if _, err := Parse("[languages.pythan]\nimage = \"i\"\ncommand = [\"python3\"]\nfile = \"main.py\"", "x.toml"); err != nil {
+		t.Errorf("a complete new language near python: %v; want it accepted", err)
+	}
+	// An unknown key with nothing near gets no guess.
+	if _, err := Parse("[limits]\nxyzzy = 1", "x.toml"); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a key near nothing: %v; want unknown key without a guess", err)
+	}
+}
+
+func TestEditDistance(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"python", "python", 0}, {"pyton", "python", 1}, {"pyhton", "python", 2},
+		{"", "abc", 3}, {"memroy", "memory", 2}, {"ruby", "python", 6},
+	} {
+		if got := editDistance(tc.a, tc.b); got != tc.want {
+			t.Errorf("editDistance(%q, %q) = %d; want %d", tc.a, tc.b, got, tc.want)
+		}
 	}
 }
 
