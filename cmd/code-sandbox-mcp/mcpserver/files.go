@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -283,21 +284,40 @@ func escapeUnreserved(s string) string {
 	return b.String()
 }
 
-// matchFileTemplate is a resources/read hook that rewrites a file's URI
-// in the form of fileURI into that of templateURI. mcp-go routes a read
-// to a template by its RFC 6570 match, in which {path} never holds a "/",
-// so that a file in a directory would otherwise find no handler.
-func matchFileTemplate(_ context.Context, _ any, req *mcp.ReadResourceRequest) {
-	if id, path, ok := parseFileURI(req.Params.URI); ok {
-		req.Params.URI = templateURI(id, path)
+// routeRead is the resources/read hook that routes a read of a file's
+// URI. A file the caller may read has its URI rewritten from the form of
+// fileURI into that of templateURI: mcp-go routes a read to a template by
+// its RFC 6570 match, in which {path} never holds a "/", so that a file
+// in a directory would otherwise find no handler. A file this server
+// does not hold for the caller has its URI rewritten into notHeld's
+// text, which no template matches, so that mcp-go answers with the code
+// MCP gives a resource not found (-32002; -32602 from protocol version
+// 2026-07-28 on), its message quoting that text. A handler's error
+// could only be an internal error (-32603).
+func (s *fileStore) routeRead(ctx context.Context, _ any, req *mcp.ReadResourceRequest) {
+	id, path, ok := parseFileURI(req.Params.URI)
+	if !ok {
+		return
 	}
+	if _, held := s.get(s.owner(ctx), id, path); !held {
+		req.Params.URI = s.notHeld(fileURI(id, path))
+		return
+	}
+	req.Params.URI = templateURI(id, path)
+}
+
+// notHeld says why uri, a file's, cannot be read: the same words whether
+// it expired, never existed, or is another principal's, so that a URI
+// does not tell whether it exists.
+func (s *fileStore) notHeld(uri string) string {
+	return fmt.Sprintf("%s has expired or never existed here: kept files live in the memory of the server process that made them and end with it, so a link from an earlier server process (each Inspector CLI call starts a new one) cannot be read; within one server they are kept for %s after their run (file_retention), %s; run the program again to make it anew",
+		uri, s.keep, s.bound())
 }
 
 // readFile is the resources/read handler of filesURITemplate: the file as
 // text if it is UTF-8 of a textual type, else as a base64 blob, under the
-// URI the run's result gave it. Another principal's file gets the error
-// of an expired or unknown one, word for word, so that a URI does not
-// tell whether it exists.
+// URI the run's result gave it. routeRead sends it only files the caller
+// may read; one that expired since gets notHeld's words.
 func (s *fileStore) readFile(ctx context.Context, req mcp.ReadResourceRequest) ([]mcp.ResourceContents, error) {
 	id, path, ok := parseFileURI(req.Params.URI)
 	if !ok {
@@ -306,8 +326,8 @@ func (s *fileStore) readFile(ctx context.Context, req mcp.ReadResourceRequest) (
 	uri := fileURI(id, path)
 	data, ok := s.get(s.owner(ctx), id, path)
 	if !ok {
-		return nil, fmt.Errorf("%s has expired or never existed: output files are kept for %s after their run (file_retention), %s; run the program again to make it anew",
-			uri, s.keep, s.bound())
+		// Held when routeRead looked, and gone since.
+		return nil, errors.New(s.notHeld(uri))
 	}
 	mimeType := fileMIMEType(path, data)
 	if isTextType(mimeType) && utf8.Valid(data) {

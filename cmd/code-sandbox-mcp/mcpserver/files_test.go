@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -427,14 +428,47 @@ func TestReadFileResource(t *testing.T) {
 		}
 	}
 
-	if _, err := read("sandbox://runs/" + id + "/files/nope.txt"); err == nil || !strings.Contains(err.Error(), "has expired or never existed") {
-		t.Errorf("read of a file the run did not leave: %v; want expired or never existed", err)
+	// A file not held is MCP's resource not found (-32002), not an
+	// internal error (issue 29, item 6).
+	if _, err := read("sandbox://runs/" + id + "/files/nope.txt"); !errors.Is(err, mcp.ErrResourceNotFound) || !strings.Contains(err.Error(), "has expired or never existed") {
+		t.Errorf("read of a file the run did not leave: %v; want resource not found (-32002), expired or never existed", err)
 	}
 	clock.Advance(15 * time.Minute)
 	_, err = read(links[1].URI)
-	want := links[1].URI + " has expired or never existed: output files are kept for 15m0s after their run (file_retention), within 256MiB in all (file_retention_bytes)"
-	if err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("read after 15m: %v; want %q", err, want)
+	want := links[1].URI + " has expired or never existed here: kept files live in the memory of the server process that made them and end with it, so a link from an earlier server process (each Inspector CLI call starts a new one) cannot be read; within one server they are kept for 15m0s after their run (file_retention), within 256MiB in all (file_retention_bytes)"
+	if !errors.Is(err, mcp.ErrResourceNotFound) || !strings.Contains(err.Error(), want) {
+		t.Errorf("read after 15m: %v; want resource not found (-32002) and %q", err, want)
+	}
+}
+
+// A link from an earlier server process, well inside file_retention: the
+// files lived in that process's memory. The read is MCP's resource not
+// found (-32002), and says so (issue 29, item 6).
+func TestReadFileOfAnEarlierServer(t *testing.T) {
+	clock := clocktest.New()
+	first := filesClient(t, clock, []exec.File{{Path: "x.txt", Data: []byte("x")}})
+	res, err := first.CallTool(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "run_python_code", Arguments: map[string]any{"code": "x"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uri string
+	for _, b := range res.Content {
+		if l, ok := b.(mcp.ResourceLink); ok {
+			uri = l.URI
+		}
+	}
+	if uri == "" {
+		t.Fatalf("no link in %+v", res.Content)
+	}
+	later := filesClient(t, clock, nil)
+	_, err = later.ReadResource(t.Context(), mcp.ReadResourceRequest{Params: mcp.ReadResourceParams{URI: uri}})
+	if !errors.Is(err, mcp.ErrResourceNotFound) || errors.Is(err, mcp.ErrInternalError) {
+		t.Fatalf("read of an earlier server's link: %v; want resource not found (-32002)", err)
+	}
+	for _, w := range []string{uri, "memory of the server process that made them", "link from an earlier server process", "kept for 15m0s after their run (file_retention)"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("read of an earlier server's link: %v; want it to say %q", err, w)
+		}
 	}
 }
 

@@ -166,7 +166,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		server.WithHooks(hooks)(s)
 	}
 	new(handshake).addTo(hooks)
-	hooks.AddBeforeReadResource(matchFileTemplate)
+	hooks.AddBeforeReadResource(store.routeRead)
 	hooks.AddBeforeListTools(func(ctx context.Context, _ any, _ *mcp.ListToolsRequest) { inv.refresh(ctx) })
 	if o.Tasks.offered() {
 		timeouts := map[string]time.Duration{}
