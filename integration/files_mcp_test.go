@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -243,8 +244,27 @@ func TestMCPFilesExpire(t *testing.T) {
 	// Not synchronisation: the retention passing is what is tested.
 	time.Sleep(2500 * time.Millisecond)
 	_, err := s.readResource(ctx, uri)
-	if err == nil || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "file_retention") {
-		t.Errorf("read after 2.5s: %v; want an error that says it expired", err)
+	if !errors.Is(err, mcp.ErrResourceNotFound) || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "file_retention") {
+		t.Errorf("read after 2.5s: %v; want resource not found (-32002), saying it expired", err)
+	}
+}
+
+// A link from an earlier server process, as each Inspector CLI call
+// starts one: well inside file_retention, the new process does not hold
+// it, and says why with MCP's resource-not-found code, -32002 (issue 29,
+// item 6).
+func TestMCPFileLinkOfAnEarlierServer(t *testing.T) {
+	ctx := testContext(t)
+	first := startMCP(t, serverSpec{})
+	r := first.call(ctx, t, "run_python_code", code(`open('x.txt', 'w').write('x')`))
+	if len(r.out.Files) != 1 {
+		t.Fatalf("files %+v", r.out.Files)
+	}
+	uri := r.out.Files[0].URI
+	later := startMCP(t, serverSpec{})
+	_, err := later.readResource(ctx, uri)
+	if !errors.Is(err, mcp.ErrResourceNotFound) || !strings.Contains(err.Error(), "memory of the server process that made them") || !strings.Contains(err.Error(), "file_retention") {
+		t.Errorf("the later server's read of the link: %v; want resource not found (-32002), saying kept files end with their server", err)
 	}
 }
 
