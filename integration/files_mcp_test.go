@@ -244,24 +244,32 @@ func TestMCPFilesExpire(t *testing.T) {
 	// Not synchronisation: the retention passing is what is tested.
 	time.Sleep(2500 * time.Millisecond)
 	_, err := s.readResource(ctx, uri)
-	if !errors.Is(err, mcp.ErrResourceNotFound) || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "file_retention") {
-		t.Errorf("read after 2.5s: %v; want resource not found (-32002), saying it expired", err)
+	// mcp-go's client speaks 2026-07-28, whose resource not found is
+	// -32602 (SEP-2164); earlier revisions' is -32002.
+	if !errors.Is(err, mcp.ErrInvalidParams) || !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "file_retention") {
+		t.Errorf("read after 2.5s: %v; want resource not found (-32602 in 2026-07-28), saying it expired", err)
 	}
 }
 
 // A link from an earlier server process, as each Inspector CLI call
 // starts one: well inside file_retention, the new process does not hold
-// it, and says why with MCP's resource-not-found code, -32002 (issue 29,
-// item 6).
+// it, and says why with the resource-not-found code of the protocol
+// revision the Inspector speaks, 2025-11-25: -32002 (issue 29, item 6).
 func TestMCPFileLinkOfAnEarlierServer(t *testing.T) {
 	ctx := testContext(t)
-	first := startMCP(t, serverSpec{})
+	var stops []func()
+	first := startMCPVersion(t, serverSpec{}, func(f func()) { stops = append(stops, f) }, mcp.ProtocolVersion20251125)
 	r := first.call(ctx, t, "run_python_code", code(`open('x.txt', 'w').write('x')`))
 	if len(r.out.Files) != 1 {
 		t.Fatalf("files %+v", r.out.Files)
 	}
 	uri := r.out.Files[0].URI
-	later := startMCP(t, serverSpec{})
+	// The first process ends before the next starts, as the Inspector's
+	// do.
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
+	later := startMCPVersion(t, serverSpec{}, t.Cleanup, mcp.ProtocolVersion20251125)
 	_, err := later.readResource(ctx, uri)
 	if !errors.Is(err, mcp.ErrResourceNotFound) || !strings.Contains(err.Error(), "memory of the server process that made them") || !strings.Contains(err.Error(), "file_retention") {
 		t.Errorf("the later server's read of the link: %v; want resource not found (-32002), saying kept files end with their server", err)
