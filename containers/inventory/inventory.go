@@ -132,13 +132,15 @@ var wellKnown = []string{"numpy", "pandas", "matplotlib", "scipy", "scikit-learn
 // notable picks the packages worth naming. With a manifest, they are
 // what the builder asked for (pip, then npm, then apt, each in the
 // manifest's order), with the version installed where the image has the
-// package. Without one, they are the well-known Python distributions the
-// image has, then, by name, every other distribution no other one
-// requires (what someone installed rather than what came along), then
-// every global npm package.
+// package, then the well-known Python distributions the image has (a
+// derived image keeps its base's). Without one, they are the well-known
+// Python distributions the image has, then, by name, every other
+// distribution no other one requires (what someone installed rather than
+// what came along), then every global npm package but TypeScript's type
+// declarations (@types/), which a program cannot require.
 func (inv *Inventory) notable(py *python) []Package {
+	var asked []Package
 	if m := inv.Manifest; m != nil {
-		var out []Package
 		add := func(ps []Package, installed []Package) {
 			for _, p := range ps {
 				if p.Name == "" {
@@ -147,28 +149,39 @@ func (inv *Inventory) notable(py *python) []Package {
 				if v := find(installed, p.Name); v != "" {
 					p.Version = v
 				}
-				out = append(out, p)
+				asked = append(asked, p)
 			}
 		}
 		add(m.Pip, inv.Pip)
 		add(m.NPM, inv.NPM)
 		add(m.Apt, inv.Debian)
-		return out
 	}
-	var first, rest []Package
+	named := func(ps []Package, key string) bool {
+		return slices.ContainsFunc(ps, func(q Package) bool { return normalise(q.Name) == key })
+	}
+	var known []Package
 	for _, name := range wellKnown {
-		if v := find(inv.Pip, name); v != "" {
-			first = append(first, Package{Name: name, Version: v})
+		if v := find(inv.Pip, name); v != "" && !named(asked, normalise(name)) {
+			known = append(known, Package{Name: name, Version: v})
 		}
 	}
+	slices.SortFunc(known, byName)
+	if inv.Manifest != nil {
+		return slices.Concat(asked, known)
+	}
+	var rest []Package
 	for _, p := range inv.Pip {
 		key := normalise(p.Name)
-		if !slices.ContainsFunc(first, func(q Package) bool { return normalise(q.Name) == key }) && !py.required[key] {
+		if !named(known, key) && !py.required[key] {
 			rest = append(rest, p)
 		}
 	}
-	slices.SortFunc(first, byName)
-	return slices.Concat(first, rest, inv.NPM)
+	for _, p := range inv.NPM {
+		if !strings.HasPrefix(p.Name, "@types/") {
+			rest = append(rest, p)
+		}
+	}
+	return slices.Concat(known, rest)
 }
 
 // find returns the version of the package called name in ps (Python's

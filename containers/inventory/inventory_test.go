@@ -39,14 +39,14 @@ func TestReadDebian(t *testing.T) {
 	// linked is an absolute link to /usr/share/nodejs/acorn: the
 	// image's, not the host's. broken-json's package.json does not parse.
 	check(t, "NPM", inv.NPM, []Package{
-		{"@scope/tool", "1.0.0"}, {"acorn", "8.14.0"}, {"acorn-walk", ""}, {"broken-json", ""}, {"linked", "8.14.0"}, {"lodash", "4.17.21"},
+		{"@scope/tool", "1.0.0"}, {"@types/node", "20.17.47"}, {"acorn", "8.14.0"}, {"acorn-walk", ""}, {"broken-json", ""}, {"linked", "8.14.0"}, {"lodash", "4.17.21"},
 	})
 	if inv.Manifest != nil {
 		t.Errorf("Manifest: got %+v; want none", inv.Manifest)
 	}
 	// The well-known first, then what nothing requires (six and
 	// python-dateutil are pandas' dependencies; tabulate only an
-	// extra's), then the npm packages.
+	// extra's), then the npm packages but type declarations.
 	check(t, "Notable", inv.Notable, []Package{
 		{"numpy", "2.3.0"}, {"pandas", "2.2.3+dfsg"}, {"Brotli", "1.1.0"}, {"tabulate", "0.9.0"},
 		{"@scope/tool", "1.0.0"}, {"acorn", "8.14.0"}, {"acorn-walk", ""}, {"broken-json", ""}, {"linked", "8.14.0"}, {"lodash", "4.17.21"},
@@ -66,9 +66,10 @@ func TestReadBuilt(t *testing.T) {
 		NPM: []Package{{"lodash", "4"}},
 	})
 	// What the builder asked for, in its order, with the version the
-	// image has where it has the package.
+	// image has where it has the package, then the well-known ones it
+	// has from its base.
 	check(t, "Notable", inv.Notable, []Package{
-		{"Polars", "1.2.3"}, {"rich", "13.0"}, {"lodash", "4.17.21"}, {"ffmpeg", ""},
+		{"Polars", "1.2.3"}, {"rich", "13.0"}, {"lodash", "4.17.21"}, {"ffmpeg", ""}, {"numpy", "2.1.0"},
 	})
 }
 
