@@ -79,14 +79,10 @@ func parseStanzas(b []byte, status bool) []Package {
 			flush()
 			continue
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			continue
-		}
-		k, v, ok := strings.Cut(line, ":")
+		k, v, ok := field(line)
 		if !ok {
 			continue
 		}
-		v = strings.TrimSpace(v)
 		switch k {
 		case "Package":
 			name = v
@@ -98,4 +94,15 @@ func parseStanzas(b []byte, status bool) []Package {
 	}
 	flush()
 	return out
+}
+
+// field splits a header line, "Key: value", of a dpkg status file or a
+// Python distribution's METADATA; a continuation line (one that starts
+// with a space or a tab) or one without a colon is not a field.
+func field(line string) (k, v string, ok bool) {
+	if line == "" || line[0] == ' ' || line[0] == '\t' {
+		return "", "", false
+	}
+	k, v, ok = strings.Cut(line, ":")
+	return k, strings.TrimSpace(v), ok
 }

@@ -219,14 +219,10 @@ func parseMetadata(b []byte) metadata {
 		if line == "" {
 			break
 		}
-		if line[0] == ' ' || line[0] == '\t' {
-			continue
-		}
-		k, v, ok := strings.Cut(line, ":")
+		k, v, ok := field(line)
 		if !ok {
 			continue
 		}
-		v = strings.TrimSpace(v)
 		switch strings.ToLower(k) {
 		case "name":
 			m.Name = v
