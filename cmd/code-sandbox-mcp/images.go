@@ -13,6 +13,8 @@ import (
 
 	containerd "github.com/containerd/containerd/v2/client"
 
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/imagebuild"
 	"code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/containers/ociarchive"
 )
@@ -25,6 +27,15 @@ const imagesUsage = `usage:
   images list             list containerd's images: name, digest, size, unpacked
   images pack --rootfs ROOTFS.tar --ref REF [--env K=V]... [--workdir DIR] [--user U] [--cmd ARG]... --out OUT.tar
                           pack a root file system tar into an OCI image archive (needs no containerd)
+  images build --from python|javascript|REF --pip PKG[==V],... [--tag REF]
+                          build an image of the base with more Python packages, as root, and store
+                          it in containerd; prints its name (progress goes to stderr). --from names
+                          a language (its configured image) or any image in containerd; wheels
+                          come from this host's pip and its index (PIP_INDEX_URL, pip.conf) and are
+                          unpacked by this program: no package code runs. --tag defaults to
+                          localhost/code-sandbox-mcp/NAME-custom:KEY, KEY a hash of base and
+                          packages; a second build of the same is a no-op. --npm and --apt are
+                          not yet supported.
 `
 
 // images runs an images verb; it parses its own verbs and flags, and the
@@ -34,6 +45,16 @@ func (iv *invocation) images(ctx context.Context, args []string) int {
 	if err != nil {
 		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
 		return exitUsage
+	}
+	if len(args) > 0 && args[0] == "build" {
+		if err := imagesBuild(ctx, cfg, args[1:], os.Environ(), iv.stdout, iv.stderr); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return exitOK
+			}
+			fmt.Fprintf(iv.stderr, "code-sandbox-mcp: images build: %v\n", err)
+			return exitFailure
+		}
+		return exitOK
 	}
 	if err := imagesCommand(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace, args, iv.stdout, iv.stderr); err != nil {
 		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
@@ -48,7 +69,7 @@ func (iv *invocation) images(ctx context.Context, args []string) int {
 func imagesCommand(ctx context.Context, address, namespace string, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, imagesUsage)
-		return errors.New("images: missing verb; want import, list or pack")
+		return errors.New("images: missing verb; want import, list, pack or build")
 	}
 	verb, args := args[0], args[1:]
 	var err error
@@ -64,7 +85,7 @@ func imagesCommand(ctx context.Context, address, namespace string, args []string
 		return nil
 	default:
 		fmt.Fprint(stderr, imagesUsage)
-		return fmt.Errorf("images: unknown verb %q; want import, list or pack", verb)
+		return fmt.Errorf("images: unknown verb %q; want import, list, pack or build", verb)
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -241,4 +262,84 @@ func writeAtomic(name string, write func(io.Writer) error) (err error) {
 		return err
 	}
 	return os.Rename(f.Name(), name)
+}
+
+// buildFlags are images build's flags, parsed.
+type buildFlags struct {
+	from, tag string
+	req       imagebuild.Request
+}
+
+// parseBuild parses images build's flags.
+func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
+	fs := newFlagSet("build", stderr)
+	var b buildFlags
+	fs.StringVar(&b.from, "from", "", "base: python, javascript or an image `REF` in containerd")
+	fs.StringVar(&b.tag, "tag", "", "the new image's `REF`")
+	pip := fs.String("pip", "", "Python packages, `PKG[==V],...`")
+	npm := fs.String("npm", "", "npm packages, `PKG[@V],...` (not yet supported)")
+	apt := fs.String("apt", "", "Debian packages, `PKG,...` (not yet supported)")
+	if err := fs.Parse(args); err != nil {
+		return b, err
+	}
+	var err error
+	switch {
+	case fs.NArg() != 0:
+		fs.Usage()
+		return b, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case b.from == "":
+		fs.Usage()
+		return b, errors.New("--from is required: python, javascript or an image in containerd")
+	}
+	if b.req.Pip, err = imagebuild.ParsePip(*pip); err != nil {
+		return b, err
+	}
+	if b.req.Npm, err = imagebuild.ParseNpm(*npm); err != nil {
+		return b, err
+	}
+	if b.req.Apt, err = imagebuild.ParseApt(*apt); err != nil {
+		return b, err
+	}
+	switch {
+	case len(b.req.Apt) != 0:
+		return b, errors.New("--apt is not yet supported; build the base with the packages added to containers/LANG.packages (make images), then add Python packages with --pip")
+	case len(b.req.Npm) != 0:
+		return b, errors.New("--npm is not yet supported; only --pip is")
+	case len(b.req.Pip) == 0:
+		return b, errors.New("nothing to add; name packages with --pip")
+	}
+	return b, nil
+}
+
+// baseRef is the image --from names: a language's configured image, or
+// the reference itself.
+func baseRef(cfg *config.Config, from string) string {
+	if l, ok := cfg.Languages[from]; ok {
+		return l.Image
+	}
+	return from
+}
+
+// imagesBuild builds an image with more packages and prints its name.
+func imagesBuild(ctx context.Context, cfg *config.Config, args, env []string, stdout, stderr io.Writer) error {
+	b, err := parseBuild(args, stderr)
+	if err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("it mounts containerd snapshots; run it as root")
+	}
+	c, err := images.Dial(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := imagebuild.Build(ctx, c, imagebuild.Options{
+		Base: baseRef(cfg, b.from), Tag: b.tag, Request: b.req, Env: env, Log: stderr,
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, res.Ref)
+	return nil
 }

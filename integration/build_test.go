@@ -1,0 +1,143 @@
+package integration
+
+// images build, end to end: wheels from a PEP 503 index this test serves
+// on loopback, installed into a derived image the server then runs.
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	osexec "os/exec"
+	"strings"
+	"testing"
+
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
+)
+
+// tinyWheel is a pure-Python wheel of tinypkg 1.0, built here.
+func tinyWheel(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, f := range []struct{ name, body string }{
+		{"tinypkg/__init__.py", "VALUE = 'tinypkg says hello'\n"},
+		{"tinypkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n\n"},
+		{"tinypkg-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+		{"tinypkg-1.0.dist-info/RECORD", ""},
+	} {
+		w, err := zw.Create(f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(f.body))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// pipIndex serves a PEP 503 simple index on loopback holding tinypkg only,
+// and returns its URL.
+func pipIndex(t *testing.T) string {
+	t.Helper()
+	wheel := tinyWheel(t)
+	sum := sha256.Sum256(wheel)
+	const file = "tinypkg-1.0-py3-none-any.whl"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/simple/tinypkg/":
+			fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%s\">%s</a></body></html>\n", file, hex.EncodeToString(sum[:]), file)
+		case "/files/" + file:
+			w.Write(wheel)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/simple/"
+}
+
+// imagesBuild runs images build against the test daemon with pip pointed
+// at index alone; it returns stdout, stderr and the error.
+func imagesBuild(t *testing.T, index string, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := osexec.Command(mcpBinary(t), append([]string{"--address", testAddress, "--namespace", testNamespace, "images", "build"}, args...)...)
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + t.TempDir(),
+		"PIP_INDEX_URL=" + index,
+		"PIP_CONFIG_FILE=/dev/null",
+		"PIP_NO_CACHE_DIR=1",
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	return stdout.String(), stderr.String(), err
+}
+
+func TestImagesBuildPip(t *testing.T) {
+	index := pipIndex(t)
+	ctx := testContext(t)
+	tag := "localhost/code-sandbox-mcp/python-custom:" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	t.Cleanup(func() {
+		if err := testClient.ImageService().Delete(ctx, tag, images.SynchronousDelete()); err != nil && !errdefs.IsNotFound(err) {
+			t.Errorf("delete %s: %v", tag, err)
+		}
+	})
+
+	out, stderr, err := imagesBuild(t, index, "--from", "python", "--pip", "tinypkg", "--tag", tag)
+	if err != nil || out != tag+"\n" {
+		t.Fatalf("images build: %v, stdout %q; want %s\nstderr:\n%s", err, out, tag, stderr)
+	}
+	first, err := testClient.ImageService().Get(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A second build of the same is a no-op.
+	out, stderr, err = imagesBuild(t, index, "--from", "python", "--pip", "tinypkg", "--tag", tag)
+	if err != nil || out != tag+"\n" || !strings.Contains(stderr, "up to date") || strings.Contains(stderr, "downloading") {
+		t.Errorf("second images build: %v, stdout %q, stderr:\n%s\nwant the tag and \"up to date\", no download", err, out, stderr)
+	}
+	if second, err := testClient.ImageService().Get(ctx, tag); err != nil || second.Target.Digest != first.Target.Digest {
+		t.Errorf("after the second build: %v, digest %s; want %s unchanged", err, second.Target.Digest, first.Target.Digest)
+	}
+
+	// A package the index does not have fails with its name.
+	_, stderr, err = imagesBuild(t, index, "--from", "python", "--pip", "not-there-pkg", "--tag", tag+"-missing")
+	if err == nil || !strings.Contains(stderr, "could not find not-there-pkg") {
+		t.Errorf("build of a missing package: %v, stderr:\n%s\nwant a failure naming not-there-pkg", err, stderr)
+	}
+	if _, err := testClient.ImageService().Get(ctx, tag+"-missing"); err == nil {
+		t.Errorf("the failed build left image %s-missing", tag)
+	}
+
+	// The sandbox imports it, under the same hardening.
+	host, port, err := net.SplitHostPort(strings.TrimSuffix(strings.TrimPrefix(index, "http://"), "/simple/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startMCP(t, serverSpec{config: fmt.Sprintf("[languages.python]\nimage = %q\npool = 0\n", tag)})
+	for _, tc := range []struct{ src, want string }{
+		{"import tinypkg; print(tinypkg.VALUE)", "tinypkg says hello\n"},
+		{"import json; print(json.load(open('/etc/code-sandbox-mcp/packages.json'))['pip'][0]['version'])", "1.0\n"},
+		{"import os; print(os.getuid() != 0)", "True\n"},
+		{"try:\n open('/usr/x', 'w')\nexcept OSError as e:\n print(e.errno == 30)", "True\n"},
+		// The index listens on the host's loopback: a sandbox with the
+		// host's network would reach it.
+		{fmt.Sprintf("import socket\ntry:\n socket.create_connection(('%s', %s), 2)\n print('reached the host')\nexcept OSError:\n print('no network')", host, port), "no network\n"},
+	} {
+		r := s.call(ctx, t, "run_python_code", code(tc.src))
+		if r.text != tc.want || r.isError {
+			t.Errorf("%q: %q (isError %v, stderr %q); want %q", tc.src, r.text, r.isError, r.out.Stderr, tc.want)
+		}
+	}
+}
