@@ -119,3 +119,22 @@ func TestImagesUsageErrors(t *testing.T) {
 		t.Errorf("a failed pack left %s behind", out)
 	}
 }
+
+func TestParseBuild(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // in the error; "" for none
+	}{
+		{[]string{"--from", "python", "--pip", "tinypkg==1.0"}, ""},
+		{[]string{"--pip", "tinypkg"}, "--from is required"},
+		{[]string{"--from", "python"}, "nothing to add"},
+		{[]string{"--from", "python", "--pip", "x>=1"}, "want NAME or NAME==VERSION"},
+		{[]string{"--from", "python", "--apt", "libgomp1"}, "--apt is not yet supported"},
+		{[]string{"--from", "python", "--apt", "-oX=1"}, "want a Debian package name"},
+	} {
+		_, err := parseBuild(tc.args, io.Discard)
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("parseBuild(%q) = %v; want %q", tc.args, err, tc.want)
+		}
+	}
+}

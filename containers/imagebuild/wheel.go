@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 )
 
@@ -165,11 +166,11 @@ func wheelDest(name, dataDir string, l PythonLayout) (string, bool) {
 
 // recordPath is dest as RECORD gives it: relative to site-packages.
 func recordPath(dest, site string) string {
-	if rel, ok := strings.CutPrefix(dest, site+"/"); ok {
-		return rel
+	rel, err := filepath.Rel(site, dest)
+	if err != nil { // not for two relative paths
+		return dest
 	}
-	up := strings.Repeat("../", strings.Count(site, "/")+1)
-	return up + dest
+	return filepath.ToSlash(rel)
 }
 
 func csvField(s string) string {
