@@ -4,10 +4,16 @@ package integration
 // on loopback, installed into a derived image the server then runs.
 
 import (
+	"archive/tar"
 	"archive/zip"
 	"bytes"
+	"compress/gzip"
+	"crypto/sha1"
 	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -69,14 +75,15 @@ func pipIndex(t *testing.T) string {
 // at index alone; it returns stdout, stderr and the error.
 func imagesBuild(t *testing.T, index string, args ...string) (string, string, error) {
 	t.Helper()
+	return imagesBuildEnv(t, []string{"PIP_INDEX_URL=" + index, "PIP_CONFIG_FILE=/dev/null", "PIP_NO_CACHE_DIR=1"}, args...)
+}
+
+// imagesBuildEnv runs images build against the test daemon with env added
+// to a bare environment.
+func imagesBuildEnv(t *testing.T, env []string, args ...string) (string, string, error) {
+	t.Helper()
 	cmd := osexec.Command(mcpBinary(t), append([]string{"--address", testAddress, "--namespace", testNamespace, "images", "build"}, args...)...)
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + t.TempDir(),
-		"PIP_INDEX_URL=" + index,
-		"PIP_CONFIG_FILE=/dev/null",
-		"PIP_NO_CACHE_DIR=1",
-	}
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -136,6 +143,108 @@ func TestImagesBuildPip(t *testing.T) {
 		{fmt.Sprintf("import socket\ntry:\n socket.create_connection(('%s', %s), 2)\n print('reached the host')\nexcept OSError:\n print('no network')", host, port), "no network\n"},
 	} {
 		r := s.call(ctx, t, "run_python_code", code(tc.src))
+		if r.text != tc.want || r.isError {
+			t.Errorf("%q: %q (isError %v, stderr %q); want %q", tc.src, r.text, r.isError, r.out.Stderr, tc.want)
+		}
+	}
+}
+
+// tinyNpm is the tarball of tinynpm 1.0.0, built here.
+func tinyNpm(t *testing.T) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for _, f := range []struct{ name, body string }{
+		{"package/package.json", `{"name":"tinynpm","version":"1.0.0","main":"index.js","scripts":{"postinstall":"touch /tmp/tinynpm-postinstall-ran"}}`},
+		{"package/index.js", "module.exports = { value: 'tinynpm says hello' };\n"},
+	} {
+		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		tw.Write([]byte(f.body))
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// npmRegistry serves a registry on loopback holding tinynpm only, and
+// returns its URL.
+func npmRegistry(t *testing.T) string {
+	t.Helper()
+	tgz := tinyNpm(t)
+	sha1sum := sha1.Sum(tgz)
+	sha512sum := sha512.Sum512(tgz)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/tinynpm":
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]any{
+				"name":      "tinynpm",
+				"dist-tags": map[string]string{"latest": "1.0.0"},
+				"versions": map[string]any{"1.0.0": map[string]any{
+					"name": "tinynpm", "version": "1.0.0", "main": "index.js",
+					"scripts": map[string]string{"postinstall": "touch /tmp/tinynpm-postinstall-ran"},
+					"dist": map[string]string{
+						"tarball":   "http://" + r.Host + "/tinynpm/-/tinynpm-1.0.0.tgz",
+						"shasum":    hex.EncodeToString(sha1sum[:]),
+						"integrity": "sha512-" + base64.StdEncoding.EncodeToString(sha512sum[:]),
+					},
+				}},
+			})
+		case "/tinynpm/-/tinynpm-1.0.0.tgz":
+			w.Write(tgz)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"error":"Not found"}`)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/"
+}
+
+func TestImagesBuildNpm(t *testing.T) {
+	registry := npmRegistry(t)
+	env := []string{"npm_config_registry=" + registry, "npm_config_cache=" + t.TempDir(), "npm_config_userconfig=/dev/null", "npm_config_update_notifier=false"}
+	ctx := testContext(t)
+	tag := "localhost/code-sandbox-mcp/nodejs-custom:" + strings.ToLower(t.Name())
+	t.Cleanup(func() {
+		if err := testClient.ImageService().Delete(ctx, tag, images.SynchronousDelete()); err != nil && !errdefs.IsNotFound(err) {
+			t.Errorf("delete %s: %v", tag, err)
+		}
+	})
+	os.Remove("/tmp/tinynpm-postinstall-ran")
+
+	out, stderr, err := imagesBuildEnv(t, env, "--from", "javascript", "--npm", "tinynpm", "--tag", tag)
+	if err != nil || out != tag+"\n" {
+		t.Fatalf("images build: %v, stdout %q; want %s\nstderr:\n%s", err, out, tag, stderr)
+	}
+	if !strings.Contains(stderr, "install scripts, which were not run") || !strings.Contains(stderr, "tinynpm") {
+		t.Errorf("images build's stderr has no warning that tinynpm's postinstall was not run:\n%s", stderr)
+	}
+	if _, err := os.Stat("/tmp/tinynpm-postinstall-ran"); err == nil {
+		t.Error("tinynpm's postinstall script ran on the host")
+	}
+
+	_, stderr, err = imagesBuildEnv(t, env, "--from", "javascript", "--npm", "not-there-pkg", "--tag", tag+"-missing")
+	if err == nil || !strings.Contains(stderr, "could not find not-there-pkg") {
+		t.Errorf("build of a missing package: %v, stderr:\n%s\nwant a failure naming not-there-pkg", err, stderr)
+	}
+
+	s := startMCP(t, serverSpec{config: fmt.Sprintf("[languages.javascript]\nimage = %q\npool = 0\n", tag)})
+	for _, tc := range []struct{ src, want string }{
+		{"console.log(require('tinynpm').value)", "tinynpm says hello\n"},
+		{"console.log(JSON.parse(require('fs').readFileSync('/etc/code-sandbox-mcp/packages.json')).npm[0].version)", "1.0.0\n"},
+		{"console.log(process.getuid() !== 0)", "true\n"},
+		{"try { require('fs').writeFileSync('/usr/x', '') } catch (e) { console.log(e.code) }", "EROFS\n"},
+	} {
+		r := s.call(ctx, t, "run_js_code", code(tc.src))
 		if r.text != tc.want || r.isError {
 			t.Errorf("%q: %q (isError %v, stderr %q); want %q", tc.src, r.text, r.isError, r.out.Stderr, tc.want)
 		}

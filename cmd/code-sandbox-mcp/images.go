@@ -27,15 +27,17 @@ const imagesUsage = `usage:
   images list             list containerd's images: name, digest, size, unpacked
   images pack --rootfs ROOTFS.tar --ref REF [--env K=V]... [--workdir DIR] [--user U] [--cmd ARG]... --out OUT.tar
                           pack a root file system tar into an OCI image archive (needs no containerd)
-  images build --from python|javascript|REF --pip PKG[==V],... [--tag REF]
-                          build an image of the base with more Python packages, as root, and store
-                          it in containerd; prints its name (progress goes to stderr). --from names
-                          a language (its configured image) or any image in containerd; wheels
-                          come from this host's pip and its index (PIP_INDEX_URL, pip.conf) and are
-                          unpacked by this program: no package code runs. --tag defaults to
+  images build --from python|javascript|REF [--pip PKG[==V],...] [--npm PKG[@V],...] [--tag REF]
+                          build an image of the base with more packages, as root, and store it in
+                          containerd; prints its name (progress goes to stderr). --from names a
+                          language (its configured image) or any image in containerd. Wheels come
+                          from this host's pip and its index (PIP_INDEX_URL, pip.conf) and are
+                          unpacked by this program; npm packages from this host's npm and its
+                          registry, installed with --ignore-scripts into /usr/local/lib/node_modules
+                          (NODE_PATH): no package code runs. --tag defaults to
                           localhost/code-sandbox-mcp/NAME-custom:KEY, KEY a hash of base and
-                          packages; a second build of the same is a no-op. --npm and --apt are
-                          not yet supported.
+                          packages; a second build of the same is a no-op. --apt is not yet
+                          supported.
 `
 
 // images runs an images verb; it parses its own verbs and flags, and the
@@ -277,7 +279,7 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 	fs.StringVar(&b.from, "from", "", "base: python, javascript or an image `REF` in containerd")
 	fs.StringVar(&b.tag, "tag", "", "the new image's `REF`")
 	pip := fs.String("pip", "", "Python packages, `PKG[==V],...`")
-	npm := fs.String("npm", "", "npm packages, `PKG[@V],...` (not yet supported)")
+	npm := fs.String("npm", "", "npm packages, `PKG[@V],...`")
 	apt := fs.String("apt", "", "Debian packages, `PKG,...` (not yet supported)")
 	if err := fs.Parse(args); err != nil {
 		return b, err
@@ -303,10 +305,8 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 	switch {
 	case len(b.req.Apt) != 0:
 		return b, errors.New("--apt is not yet supported; build the base with the packages added to containers/LANG.packages (make images), then add Python packages with --pip")
-	case len(b.req.Npm) != 0:
-		return b, errors.New("--npm is not yet supported; only --pip is")
-	case len(b.req.Pip) == 0:
-		return b, errors.New("nothing to add; name packages with --pip")
+	case len(b.req.Pip) == 0 && len(b.req.Npm) == 0:
+		return b, errors.New("nothing to add; name packages with --pip or --npm")
 	}
 	return b, nil
 }

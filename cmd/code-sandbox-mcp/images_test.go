@@ -128,6 +128,7 @@ func TestParseBuild(t *testing.T) {
 		{[]string{"--from", "python", "--pip", "tinypkg==1.0"}, ""},
 		{[]string{"--pip", "tinypkg"}, "--from is required"},
 		{[]string{"--from", "python"}, "nothing to add"},
+		{[]string{"--from", "javascript", "--npm", "tinynpm@1.0.0"}, ""},
 		{[]string{"--from", "python", "--pip", "x>=1"}, "want NAME or NAME==VERSION"},
 		{[]string{"--from", "python", "--apt", "libgomp1"}, "--apt is not yet supported"},
 		{[]string{"--from", "python", "--apt", "-oX=1"}, "want a Debian package name"},

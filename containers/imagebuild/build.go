@@ -10,6 +10,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	containerd "github.com/containerd/containerd/v2/client"
@@ -83,9 +86,6 @@ type Result struct {
 func Build(ctx context.Context, c *containerd.Client, o Options) (Result, error) {
 	if len(o.Request.Apt) != 0 {
 		return Result{}, errors.New("imagebuild: apt packages are built into the base, not here")
-	}
-	if len(o.Request.Npm) != 0 {
-		return Result{}, errors.New("--npm is not yet supported; only --pip is")
 	}
 	base, err := c.GetImage(ctx, o.Base)
 	if errdefs.IsNotFound(err) {
@@ -207,6 +207,25 @@ func fill(ctx context.Context, dir string, o Options, man *Manifest) error {
 		}
 		man.Pip = append(man.Pip, pkgs...)
 	}
+	if len(o.Request.Npm) != 0 {
+		stage, err := os.MkdirTemp("", "code-sandbox-mcp-npm-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(stage)
+		fmt.Fprintf(o.Log, "build: installing npm packages without their scripts: %v\n", o.Request.Npm)
+		pkgs, scripts, err := NpmInstall(ctx, o.Request.Npm, stage, o.Env, o.Log)
+		if err != nil {
+			return err
+		}
+		if len(scripts) != 0 {
+			fmt.Fprintf(o.Log, "build: warning: these packages declare install scripts, which were not run; they may not work (a native addon will not): %s\n", strings.Join(scripts, ", "))
+		}
+		if err := CopyTree(root, filepath.Join(stage, "node_modules"), NodeModules); err != nil {
+			return fmt.Errorf("copy the npm packages into the image: %w", err)
+		}
+		man.Npm = append(man.Npm, pkgs...)
+	}
 	data, err := json.MarshalIndent(man, "", "  ")
 	if err != nil {
 		return err
@@ -256,6 +275,9 @@ func writeImage(ctx context.Context, c *containerd.Client, base containerd.Image
 	if cfg.Config.Labels == nil {
 		cfg.Config.Labels = map[string]string{}
 	}
+	if len(o.Request.Npm) != 0 {
+		cfg.Config.Env = setEnv(cfg.Config.Env, "NODE_PATH", "/"+NodeModules)
+	}
 	cfg.Config.Labels[LabelBuildKey] = key
 	cfg.Config.Labels[LabelPackages] = string(manJSON)
 	cfgJSON, err := json.Marshal(cfg)
@@ -304,4 +326,10 @@ func randomID() string {
 	b := make([]byte, 8)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// setEnv sets key to value in env, a list of KEY=value.
+func setEnv(env []string, key, value string) []string {
+	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, key+"=") })
+	return append(out, key+"="+value)
 }

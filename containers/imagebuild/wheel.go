@@ -137,7 +137,7 @@ func checkEntry(name string) error {
 	}
 	for _, el := range strings.Split(name, "/") {
 		if el == ".." {
-			return fmt.Errorf("entry %q climbs out with ..", name)
+			return fmt.Errorf("entry %q has a .. element", name)
 		}
 	}
 	return nil
