@@ -225,3 +225,62 @@ func TestManifestJSON(t *testing.T) {
 		t.Errorf("manifest = %s; want %s", data, want)
 	}
 }
+
+func TestCopyTree(t *testing.T) {
+	base := t.TempDir()
+	src, rootDir := filepath.Join(base, "src"), filepath.Join(base, "root")
+	os.MkdirAll(filepath.Join(src, "pkg/bin"), 0o755)
+	os.MkdirAll(filepath.Join(src, ".bin"), 0o755)
+	os.Mkdir(rootDir, 0o755)
+	os.WriteFile(filepath.Join(src, "pkg/index.js"), []byte("x"), 0o644)
+	os.WriteFile(filepath.Join(src, "pkg/bin/cli.js"), []byte("y"), 0o755)
+	os.Chmod(filepath.Join(src, "pkg/bin/cli.js"), 0o4755)
+	os.Symlink("../pkg/bin/cli.js", filepath.Join(src, ".bin/cli"))
+	root, _ := os.OpenRoot(rootDir)
+	defer root.Close()
+	if err := CopyTree(root, src, NodeModules); err != nil {
+		t.Fatal(err)
+	}
+	nm := filepath.Join(rootDir, NodeModules)
+	if fi, err := os.Stat(filepath.Join(nm, "pkg/bin/cli.js")); err != nil || fi.Mode() != 0o755 {
+		t.Errorf("cli.js: %v, mode %v; want 0755 without setuid", err, fi.Mode())
+	}
+	if target, err := os.Readlink(filepath.Join(nm, ".bin/cli")); err != nil || target != "../pkg/bin/cli.js" {
+		t.Errorf(".bin/cli links to %q, %v; want ../pkg/bin/cli.js", target, err)
+	}
+
+	for _, target := range []string{"/etc/passwd", "../../outside", "../.."} {
+		t.Run(target, func(t *testing.T) {
+			src := filepath.Join(t.TempDir(), "src")
+			os.MkdirAll(filepath.Join(src, "pkg"), 0o755)
+			os.Symlink(target, filepath.Join(src, "pkg/link"))
+			rootDir := t.TempDir()
+			root, _ := os.OpenRoot(rootDir)
+			defer root.Close()
+			if err := CopyTree(root, src, NodeModules); err == nil || !strings.Contains(err.Error(), "out of the package tree") {
+				t.Errorf("CopyTree of a link to %s = %v; want a refusal", target, err)
+			}
+		})
+	}
+}
+
+func TestNpmInstalled(t *testing.T) {
+	stage := t.TempDir()
+	os.MkdirAll(filepath.Join(stage, "node_modules"), 0o755)
+	lock := `{"packages":{"":{"name":"x"},"node_modules/a":{"version":"1.0.0","hasInstallScript":true},"node_modules/b":{"version":"2.0.0"},"node_modules/a/node_modules/b":{"version":"1.5.0"}}}`
+	os.WriteFile(filepath.Join(stage, "node_modules/.package-lock.json"), []byte(lock), 0o644)
+	pkgs, scripts, err := npmInstalled(stage, []string{"a@1"})
+	want := []Package{{Name: "a", Version: "1.0.0", Requested: true}, {Name: "b", Version: "1.5.0"}, {Name: "b", Version: "2.0.0"}}
+	if err != nil || !reflect.DeepEqual(pkgs, want) || !reflect.DeepEqual(scripts, []string{"a"}) {
+		t.Errorf("npmInstalled = %+v, %q, %v; want %+v, [a]", pkgs, scripts, err, want)
+	}
+}
+
+func TestMissingMessages(t *testing.T) {
+	if got := npmMissing("npm error code E404\nnpm error 404 Not Found - GET http://127.0.0.1/not-there-pkg - Not found\n", []string{"ok", "not-there-pkg"}); got != "not-there-pkg" {
+		t.Errorf("npmMissing = %q; want not-there-pkg", got)
+	}
+	if m := notFoundRe.FindStringSubmatch("ERROR: Could not find a version that satisfies the requirement not-there-pkg (from versions: none)"); m == nil || m[1] != "not-there-pkg" {
+		t.Errorf("pip's message gives %q; want not-there-pkg", m)
+	}
+}
