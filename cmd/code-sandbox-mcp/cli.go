@@ -35,8 +35,8 @@ usage:
   code-sandbox-mcp [GLOBAL FLAGS] run --language NAME [--timeout D] [--file LOCAL[:PATH]]... [--out DIR]
                                       [--code STRING | FILE | -]
                                                    run one program; exit with its status
-  code-sandbox-mcp [GLOBAL FLAGS] images import FILE... | list | pack ...
-                                                   manage the sandbox images
+  code-sandbox-mcp [GLOBAL FLAGS] images import FILE... | list | pack | build ...
+                                                   manage the sandbox images (images help)
   code-sandbox-mcp token new NAME [--append FILE]  make a client's token for --auth-tokens (token help)
   code-sandbox-mcp [GLOBAL FLAGS] doctor           check this host and run hello world per language
   code-sandbox-mcp audit verify [--after HASH] FILE...
