@@ -108,7 +108,7 @@ func Build(ctx context.Context, c *containerd.Client, o Options) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("lease: %w", err)
 	}
-	defer cleanup(ctx, func(ctx context.Context) error { return done(ctx) })
+	defer cleanup(ctx, o.Log, func(ctx context.Context) error { return done(ctx) })
 
 	fmt.Fprintf(o.Log, "build: unpacking %s\n", o.Base)
 	if err := base.Unpack(ctx, ""); err != nil {
@@ -126,12 +126,12 @@ func Build(ctx context.Context, c *containerd.Client, o Options) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("prepare a snapshot on %s: %w", o.Base, err)
 	}
-	defer cleanup(ctx, func(ctx context.Context) error { return sn.Remove(ctx, active) })
+	defer cleanup(ctx, o.Log, func(ctx context.Context) error { return sn.Remove(ctx, active) })
 	lower, err := sn.View(ctx, view, parent)
 	if err != nil {
 		return Result{}, fmt.Errorf("view %s: %w", o.Base, err)
 	}
-	defer cleanup(ctx, func(ctx context.Context) error { return sn.Remove(ctx, view) })
+	defer cleanup(ctx, o.Log, func(ctx context.Context) error { return sn.Remove(ctx, view) })
 
 	man := Manifest{From: o.Base, Apt: []string{}, Pip: []Package{}, Npm: []Package{}}
 	if err := withMounted(mounts, func(dir string) error { return fill(ctx, dir, o, &man) }); err != nil {
@@ -314,11 +314,11 @@ func writeImage(ctx context.Context, c *containerd.Client, base containerd.Image
 }
 
 // cleanup runs f on a detached, bounded context; NotFound is success.
-func cleanup(ctx context.Context, f func(context.Context) error) {
+func cleanup(ctx context.Context, log io.Writer, f func(context.Context) error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	if err := f(ctx); err != nil && !errdefs.IsNotFound(err) {
-		fmt.Fprintf(os.Stderr, "code-sandbox-mcp: build cleanup: %v\n", err)
+		fmt.Fprintf(log, "build: cleanup: %v\n", err)
 	}
 }
 
