@@ -260,7 +260,7 @@ func TestResultWithFiles(t *testing.T) {
 		FilesDropped: 2,
 	}
 	kept := retention{id: "abc", keep: 15 * time.Minute, maxBytes: 1 << 20}
-	res := toolResult(r, lim, kept)
+	res := toolResult(r, lim, kept, "")
 
 	wantText := "done\nFiles in /workspace: data.csv (8B), figures/figure-1.png (50B), figures/figure-2.png (2.0KiB), figures/figure-3.png (60B), figures/figure-4.png (70B); " +
 		"2 more not returned: past max_files_out (100) or files_out_bytes (32MiB), or named with bytes that are not printable UTF-8; " +
@@ -321,14 +321,14 @@ func TestResultTextFilesLine(t *testing.T) {
 			"Files in /workspace: out.txt (1B); not kept for reading back: together, with their names, they take 1.5MiB, over your share of file_retention_bytes (1.0MiB of 3MiB, shared by 3 clients)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res := toolResult(&tc.r, lim, tc.kept)
+			res := toolResult(&tc.r, lim, tc.kept, "")
 			if got := res.Content[0].(mcp.TextContent).Text; got != tc.want {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
 			}
 		})
 	}
 	// Not kept: no links, and no URIs.
-	res := toolResult(&exec.Result{Files: f}, lim, retention{})
+	res := toolResult(&exec.Result{Files: f}, lim, retention{}, "")
 	if len(res.Content) != 1 || res.StructuredContent.(runOutput).Files[0].URI != "" {
 		t.Errorf("files not kept: content %+v, structured %+v; want no link", res.Content, res.StructuredContent)
 	}

@@ -94,6 +94,11 @@ type Options struct {
 	// (the pass-through variables'): each is replaced by "[redacted
 	// NAME]". Results are not redacted: they are the program's output.
 	Secrets []Secret
+	// Modules returns the top-level names a program of language can
+	// import from its image, from which a result's hint on a missing
+	// module names similar ones (see hint.For); it must not wait. Nil, or
+	// nil names, name none.
+	Modules func(language string) []string
 
 	// now reads the clock of the file store; nil is time.Now.
 	now func() time.Time
@@ -176,7 +181,7 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 		o.Tasks.setUp(o, timeouts, hooks)
 	}
 	for i, l := range langs {
-		s.AddTool(newTool(l, sandboxes[i], store.keep, sess, o.Tasks.offered()), toolHandler(l.Name, l.Limits, run, store, o, sess))
+		s.AddTool(newTool(l, sandboxes[i], store.keep, sess, o.Tasks.offered()), toolHandler(l, run, store, o, sess))
 	}
 	if sess != nil {
 		sess.addTools(s, o)

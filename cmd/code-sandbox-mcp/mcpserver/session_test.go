@@ -418,7 +418,7 @@ func TestSessionResultText(t *testing.T) {
 			"--- exit code 4; 0.00s ---\nSince the previous cell, the kernel killed 1 process in this session's sandbox for running out of memory (limit 512MiB): a process that an earlier cell left running in the background is gone.\nSession s1 has ended: the interpreter exited with status 4. Its state is gone; create_session starts a new one."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := resultText(&tc.r, lim, ""); got != tc.want {
+			if got := resultText(&tc.r, lim, "", ""); got != tc.want {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"golang.org/x/sys/unix"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/hint"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/inventory"
 	"code-sandbox-mcp/exec"
@@ -39,6 +40,9 @@ type runOutput struct {
 	// Files is never nil, so that it is sent as [] when there are none.
 	Files        []fileOutput `json:"files"`
 	FilesDropped int          `json:"files_dropped"`
+	// Hint is the one line of advice on a failure the program cannot fix
+	// itself (see hint.For); "" and left out if none.
+	Hint string `json:"hint,omitempty"`
 	// sessionRun is there for a run in a session only.
 	*sessionRun
 }
@@ -75,7 +79,8 @@ const outputSchema = `{
         "additionalProperties": false
       }
     },
-    "files_dropped": {"type": "integer", "minimum": 0, "description": "Files left out of files: past max_files_out or files_out_bytes, or with a name that is not printable UTF-8."}
+    "files_dropped": {"type": "integer", "minimum": 0, "description": "Files left out of files: past max_files_out or files_out_bytes, or with a name that is not printable UTF-8."},
+    "hint": {"type": "string", "description": "Present only when the program failed on an uncaught error it cannot fix itself: a module the sandbox's image does not hold, or a use of the network the sandbox does not have. One line saying what to do instead; also the text's last line."}
   },
   "required": ["stdout", "stderr", "exit_code", "signal", "timed_out", "oom_killed", "stdout_truncated_bytes", "stderr_truncated_bytes", "duration_ms", "timeout_seconds", "language", "image", "files", "files_dropped"],
   "additionalProperties": false
@@ -322,8 +327,10 @@ func jsonKind(raw json.RawMessage) string {
 // failure is a result with isError set, never a Go error, so the model
 // reads it. The run's output is streamed to a client that asked for
 // progress or info logs (see callStream), o.Secrets redacted, and the
-// last of it is sent before the result.
-func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, o Options, sess *sessions) server.ToolHandlerFunc {
+// last of it is sent before the result, which adds a hint on a failure
+// the program cannot fix itself (see hint.For).
+func toolHandler(l config.Language, run RunFunc, store *fileStore, o Options, sess *sessions) server.ToolHandlerFunc {
+	lang, lim := l.Name, l.Limits
 	red := newRedactor(o.Secrets)
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		tk := taskOf(ctx)
@@ -361,7 +368,11 @@ func toolHandler(lang string, lim config.Limits, run RunFunc, store *fileStore, 
 			}
 			return mcp.NewToolResultError(sandboxErrorText(ctx, lang, err, o, sess)), nil
 		}
-		return toolResult(res, lim, store.keepFiles(store.owner(ctx), res.Files)), nil
+		var modules []string
+		if o.Modules != nil {
+			modules = o.Modules(lang)
+		}
+		return toolResult(res, lim, store.keepFiles(store.owner(ctx), res.Files), hint.For(res, l, modules)), nil
 	}
 }
 
@@ -415,8 +426,9 @@ func sandboxErrorText(ctx context.Context, lang string, err error, o Options, se
 
 // toolResult builds a finished run's result: text a model reads well,
 // then the output files' images and links (see reportFiles), and the same
-// facts as structuredContent. kept is how the files were kept.
-func toolResult(r *exec.Result, lim config.Limits, kept retention) *mcp.CallToolResult {
+// facts as structuredContent. kept is how the files were kept; hint is
+// the line of advice on the run's failure, if not "".
+func toolResult(r *exec.Result, lim config.Limits, kept retention, hint string) *mcp.CallToolResult {
 	files := reportFiles(r, lim, kept)
 	out := runOutput{
 		Stdout:               strings.ToValidUTF8(string(r.Stdout), "\uFFFD"),
@@ -433,9 +445,10 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention) *mcp.CallTool
 		Image:                r.Image,
 		Files:                files.files,
 		FilesDropped:         r.FilesDropped,
+		Hint:                 hint,
 		sessionRun:           newSessionRun(r),
 	}
-	res := mcp.NewToolResultStructured(out, resultText(r, lim, files.line))
+	res := mcp.NewToolResultStructured(out, resultText(r, lim, files.line, hint))
 	res.Content = append(res.Content, files.content...)
 	res.IsError = r.Failed()
 	return res
@@ -445,11 +458,11 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention) *mcp.CallTool
 // stderr exactly the program's stdout; otherwise stdout, then stderr
 // under a label, then one status line. Next come, each on a line of its
 // own where it applies: in a session, the processes the kernel killed for
-// their memory while no cell ran; filesLine, if not ""; and for a run
-// whose session ended, a line saying so.
-func resultText(r *exec.Result, lim config.Limits, filesLine string) string {
+// their memory while no cell ran; filesLine, if not ""; for a run whose
+// session ended, a line saying so; and hint, if not "".
+func resultText(r *exec.Result, lim config.Limits, filesLine, hint string) string {
 	text := outputText(r, lim, filesLine == "")
-	for _, line := range []string{backgroundOOMLine(r, lim), filesLine, sessionLine(r)} {
+	for _, line := range []string{backgroundOOMLine(r, lim), filesLine, sessionLine(r), hint} {
 		switch {
 		case line == "":
 		case text == "" || strings.HasSuffix(text, "\n"):

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/hint"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
 )
@@ -199,7 +201,7 @@ func TestCancelledCallText(t *testing.T) {
 		return nil, ctx.Err()
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	h := toolHandler("python", pythonLimits(t), run, testOptions.fileStore(), testOptions, nil)
+	h := toolHandler(pythonLanguage(t), run, testOptions.fileStore(), testOptions, nil)
 	go func() {
 		<-started
 		cancel()
@@ -253,7 +255,7 @@ func TestResultText(t *testing.T) {
 			strings.Repeat("a", head) + "\n[... 100 bytes dropped ...]\nbbb\n--- exit code 0; stdout truncated: 100 bytes dropped from the middle; 0.00s ---"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := resultText(&tc.r, lim, ""); got != tc.want {
+			if got := resultText(&tc.r, lim, "", ""); got != tc.want {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
 			}
 		})
@@ -273,7 +275,7 @@ func TestToolResultFlags(t *testing.T) {
 		{exec.Result{OOMKilled: true, ExitCode: -1}, true},
 		{exec.Result{Stdout: []byte{0xff, 'a'}, StderrDropped: 5}, false},
 	} {
-		res := toolResult(&tc.r, lim, retention{})
+		res := toolResult(&tc.r, lim, retention{}, "")
 		if res.IsError != tc.isError {
 			t.Errorf("%+v: isError %v; want %v", tc.r, res.IsError, tc.isError)
 		}
@@ -287,11 +289,65 @@ func TestToolResultFlags(t *testing.T) {
 // pythonLimits are the default limits of python.
 func pythonLimits(t *testing.T) config.Limits {
 	t.Helper()
+	return pythonLanguage(t).Limits
+}
+
+// pythonLanguage is the default python.
+func pythonLanguage(t *testing.T) config.Language {
+	t.Helper()
 	l, ok := config.Default().Language("python")
 	if !ok {
 		t.Fatal("no python in the defaults")
 	}
-	return l.Limits
+	return l
+}
+
+// A run that fails on a missing module gets the hint once, as the text's
+// last line and as structuredContent's hint, naming the similar modules
+// that Options.Modules returns; a clean run gets neither.
+func TestToolResultHint(t *testing.T) {
+	stderr := "Traceback (most recent call last):\n  File \"/sandbox/main.py\", line 1, in <module>\n    import seaborn\nModuleNotFoundError: No module named 'seaborn'\n"
+	results := map[string]*exec.Result{
+		"import seaborn": {Stderr: []byte(stderr), ExitCode: 1},
+		"print(stderr)":  {Stdout: []byte(stderr)},
+	}
+	run := func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		return results[req.Code], nil
+	}
+	o := testOptions
+	var asked []string
+	o.Modules = func(language string) []string {
+		asked = append(asked, language)
+		return []string{"seaborn2", "numpy"}
+	}
+	h := toolHandler(pythonLanguage(t), run, o.fileStore(), o, nil)
+	call := func(code string) (string, runOutput) {
+		t.Helper()
+		res, err := h(t.Context(), mcp.CallToolRequest{Params: mcp.CallToolParams{Arguments: map[string]any{"code": code}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Content[0].(mcp.TextContent).Text, res.StructuredContent.(runOutput)
+	}
+	text, out := call("import seaborn")
+	want := hint.For(results["import seaborn"], pythonLanguage(t), []string{"seaborn2", "numpy"})
+	if !strings.Contains(want, "similar modules there: seaborn2.") {
+		t.Fatalf("hint %q; want it to name seaborn2", want)
+	}
+	if out.Hint != want || !strings.HasSuffix(text, "---\n"+want) || strings.Count(text, "hint:") != 1 {
+		t.Errorf("text %q, hint %q; want the text to end with the hint %q, once", text, out.Hint, want)
+	}
+	if !slices.Equal(asked, []string{"python"}) {
+		t.Errorf("Modules asked for %q; want python", asked)
+	}
+	text, out = call("print(stderr)")
+	if out.Hint != "" || strings.Contains(text, "hint:") {
+		t.Errorf("a clean run printing the words: text %q, hint %q; want no hint", text, out.Hint)
+	}
+	data, err := json.Marshal(out)
+	if err != nil || strings.Contains(string(data), `"hint"`) {
+		t.Errorf("structuredContent %s; want no hint field when there is none", data)
+	}
 }
 
 // checkText fails unless text holds every string of want and none of
