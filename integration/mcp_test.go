@@ -123,7 +123,8 @@ type toolResult struct {
 			SHA256   string `json:"sha256"`
 			URI      string `json:"uri"`
 		} `json:"files"`
-		FilesDropped int `json:"files_dropped"`
+		FilesDropped int    `json:"files_dropped"`
+		Hint         string `json:"hint"`
 		// A run in a session adds these.
 		SessionID          string `json:"session_id"`
 		ExecutionCount     int    `json:"execution_count"`
