@@ -229,6 +229,8 @@ func moduleHint(module string, l config.Language, modules []string) string {
 		s += "; similar modules there: " + strings.Join(similar, ", ")
 	}
 	switch {
+	case l.Interpreter() == "node":
+		return s + fmt.Sprintf(". If the program needs it, tell the user an operator can add it: `%s --from %s --npm %s`.", BuildCommand, l.Name, module)
 	case l.Interpreter() != "python":
 		return s + ". If the program needs it, tell the user an operator can add it to the image."
 	case strings.Contains(module, "."):

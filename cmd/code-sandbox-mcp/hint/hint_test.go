@@ -89,7 +89,7 @@ func TestFor(t *testing.T) {
 
 		// Node.js, as it reports an uncaught error.
 		{name: "node require", lang: node, file: "js-require.txt", exit: 1,
-			want: moduleLine("left-pad-not-here"), wantIn: []string{"an operator can add it to the image."}},
+			want: moduleLine("left-pad-not-here"), wantIn: []string{"images build --from javascript --npm left-pad-not-here`."}},
 		{name: "node require of a scoped package's file", lang: node, file: "js-require-scoped.txt", exit: 1,
 			want: moduleLine("@scope/pkg-not-here")},
 		{name: "node require of a relative path", lang: node, file: "js-require-relative.txt", exit: 1},

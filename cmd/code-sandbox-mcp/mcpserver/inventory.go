@@ -9,6 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"code-sandbox-mcp/cmd/code-sandbox-mcp/hint"
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/inventory"
 )
@@ -28,22 +29,21 @@ const inventoryWait = 5 * time.Second
 // notableShown is how many packages a tool's description names.
 const notableShown = 12
 
-// buildCommand is the command an operator adds packages to an image with.
-const buildCommand = "code-sandbox-mcp images build"
-
 // inventories keeps what each language's image holds, as last asked.
 type inventories struct {
-	read  InventoryFunc // nil: nothing is known
-	names []string      // the languages'
+	read   InventoryFunc     // nil: nothing is known
+	names  []string          // the languages'
+	interp map[string]string // each language's interpreter (config.Language.Interpreter)
 
 	mu    sync.Mutex
 	known map[string]*inventory.Inventory // by language; nil if not known
 }
 
 func newInventories(read InventoryFunc, langs []config.Language) *inventories {
-	iv := &inventories{read: read, known: map[string]*inventory.Inventory{}}
+	iv := &inventories{read: read, known: map[string]*inventory.Inventory{}, interp: map[string]string{}}
 	for _, l := range langs {
 		iv.names = append(iv.names, l.Name)
+		iv.interp[l.Name] = l.Interpreter()
 	}
 	return iv
 }
@@ -81,15 +81,24 @@ func (iv *inventories) get(language string) *inventory.Inventory {
 }
 
 // Modules returns the names a program of language can import from its
-// image's Python distributions (inventory.Inventory.Modules), as last
-// read for tools/list or the environments resource; nil if not known.
-// It is for the advice a result gives on a missing module, and must not
-// wait: it never asks.
+// image, as last read for tools/list or the environments resource: for
+// Node.js its global npm packages, else its Python distributions'
+// modules (inventory.Inventory.Modules); nil if not known. It is for the
+// advice a result gives on a missing module (Options.Modules), and must
+// not wait: it never asks.
 func (iv *inventories) Modules(language string) []string {
-	if inv := iv.get(language); inv != nil {
-		return inv.Modules
+	inv := iv.get(language)
+	switch {
+	case inv == nil:
+		return nil
+	case iv.interp[language] == "node":
+		names := make([]string, 0, len(inv.NPM))
+		for _, p := range inv.NPM {
+			names = append(names, p.Name)
+		}
+		return names
 	}
-	return nil
+	return inv.Modules
 }
 
 // imageSentence says what the image of l holds, as inv tells it (nil:
@@ -121,9 +130,9 @@ func imageSentence(l config.Language, sb sandbox, inv *inventory.Inventory) stri
 		why = append(why, "read-only image")
 	}
 	if !sb.Network {
-		parts = append(parts, fmt.Sprintf("Nothing can be installed at run time (%s); the operator adds packages with `%s`.", strings.Join(why, ", "), buildCommand))
+		parts = append(parts, fmt.Sprintf("Nothing can be installed at run time (%s); the operator adds packages with `%s`.", strings.Join(why, ", "), hint.BuildCommand))
 	} else {
-		parts = append(parts, fmt.Sprintf("The operator adds packages to the image with `%s`.", buildCommand))
+		parts = append(parts, fmt.Sprintf("The operator adds packages to the image with `%s`.", hint.BuildCommand))
 	}
 	return strings.Join(parts, " ")
 }

@@ -141,6 +141,9 @@ func New(ctx context.Context, o Options, langs []config.Language, run RunFunc, o
 	sess := newSessions(o, langs)
 	store := o.fileStore()
 	inv := newInventories(o.Inventory, langs)
+	if o.Modules == nil {
+		o.Modules = inv.Modules
+	}
 	texts := map[string]toolText{}
 	for i, l := range langs {
 		texts[l.Tool] = toolText{language: l.Name, text: func(got *inventory.Inventory) string {
