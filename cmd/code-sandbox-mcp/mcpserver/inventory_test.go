@@ -135,3 +135,14 @@ func TestInventoriesModules(t *testing.T) {
 		t.Errorf("javascript: got %v; want nothing", got)
 	}
 }
+
+// TestInventoriesModulesOfNode: a Node.js language's importable names are
+// its image's global npm packages, not its Python modules.
+func TestInventoriesModulesOfNode(t *testing.T) {
+	node := &inventory.Inventory{Node: "20.19.2", Modules: []string{"apt_pkg"}, NPM: []inventory.Package{{Name: "acorn", Version: "8.8.1"}, {Name: "@types/node"}}}
+	iv := newInventories(func(ctx context.Context, language string) (*inventory.Inventory, error) { return node, nil }, config.Default().Enabled())
+	iv.refresh(t.Context())
+	if got := iv.Modules("javascript"); fmt.Sprint(got) != "[acorn @types/node]" {
+		t.Errorf("javascript: got %v; want [acorn @types/node]", got)
+	}
+}
