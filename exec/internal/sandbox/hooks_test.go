@@ -36,6 +36,7 @@ func TestFilesForTheSandboxIgnoreTheUmask(t *testing.T) {
 		py:                                    0o755 | os.ModeDir,
 		filepath.Join(py, "sitecustomize.py"): 0o644,
 		filepath.Join(py, "code_sandbox_mcp_figures.py"): 0o644,
+		filepath.Join(py, "code_sandbox_mcp_display.py"): 0o644,
 		node:                           0o755 | os.ModeDir,
 		filepath.Join(node, "warm.js"): 0o644,
 		filepath.Join(code, driverFiles["python"].file): 0o444,

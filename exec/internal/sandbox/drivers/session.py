@@ -20,7 +20,8 @@
 #
 # Cells run one after another in one namespace, a fresh module installed as
 # sys.modules["__main__"], like a notebook: the value of a cell's last
-# expression is passed to sys.displayhook, top-level await works, and
+# expression is passed to sys.displayhook (ours shows it as display() of
+# the Python hook does, if the hook is there), top-level await works, and
 # tracebacks show the cell's own source as "<cell N>" and none of our
 # frames.
 #
@@ -82,6 +83,7 @@ _CO_COROUTINE = 0x80
 _FIGURES = "code_sandbox_mcp_figures"  # the figure hook's module, if loaded
 
 _write = os.write
+_displayhook = sys.__displayhook__
 _read = os.read
 _exit = os._exit
 _set_blocking = os.set_blocking
@@ -246,6 +248,7 @@ class _Session:
         self.loop = None  # the asyncio event loop of top-level await
         self.stdin = None  # the sys.stdin that reads /dev/null
         self.format_exception = None  # traceback.format_exception, once imported
+        self.rich = None  # the hook's rich display of a value, if there is one
 
     def run(self, n, code):
         """Runs one cell; returns (status, exit_code)."""
@@ -404,6 +407,29 @@ class _Session:
         import traceback
 
         self.format_exception = traceback.format_exception
+        # The hook's display (sitecustomize.py) shows a last expression's
+        # value as display() would; a cell may set a displayhook of its own.
+        rich = getattr(builtins.__dict__.get("display"), "_code_sandbox_mcp_rich", None)
+        if rich is not None and sys.displayhook is _displayhook:
+            self.rich = rich
+            sys.displayhook = self.displayhook
+
+    def displayhook(self, value):
+        """sys.displayhook of the cells: the value's rich form if it has
+        one, else its repr as Python's own hook prints it; sets _ as that
+        does."""
+        if value is None:
+            return
+        rich = self.rich
+        try:
+            shown = rich(value)
+        except Exception as err:
+            _say("code-sandbox-mcp: display: %s\n" % (" ".join(str(err).split()) or type(err).__name__)[:200])
+            shown = False
+        if not shown:
+            _displayhook(value)
+            return
+        builtins._ = value
 
     def after_cell(self):
         """What follows every cell, whatever its outcome."""

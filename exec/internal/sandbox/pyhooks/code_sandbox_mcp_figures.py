@@ -37,7 +37,12 @@
 #   4. If the image has its own sitecustomize further along sys.path,
 #      sitecustomize.py runs it afterwards, so the image behaves as it did
 #      without the hook.
-#   5. In a session, where one interpreter runs many cells, the session
+#   5. display(fig), or a session cell ending with a figure, saves it at
+#      once through write_png, numbered with the rest, and mark_saved
+#      keeps this hook from saving it again (see
+#      code_sandbox_mcp_display.py, which may import this module before
+#      pyplot is imported, or without it).
+#   6. In a session, where one interpreter runs many cells, the session
 #      driver calls end_of_cell() after each cell: it saves the figures
 #      still open that were not saved yet, as show does, and closes all
 #      figures, as Jupyter's inline backend does. Numbers keep counting
@@ -59,6 +64,23 @@ _NON_INTERACTIVE = ("agg", "cairo", "pdf", "pgf", "ps", "svg", "template")
 
 
 _end_of_cell = None  # set by install
+_next_n = [1]  # the next N to try for figure-N.png
+_saved = None  # the figures saved, a WeakSet once one is
+
+
+def write_png(write):
+    """Writes a new figure-N.png, the next N free, with write(f)."""
+    _save(write, _next_n)
+
+
+def mark_saved(fig):
+    """Marks fig saved: the hook will not save it again."""
+    global _saved
+    if _saved is None:
+        import weakref
+
+        _saved = weakref.WeakSet()
+    _saved.add(fig)
 
 
 def end_of_cell():
@@ -75,8 +97,6 @@ def install(pyplot):
 
     Gcf = pyplot._pylab_helpers.Gcf
     created = weakref.WeakKeyDictionary()  # figure -> creation number
-    saved = weakref.WeakSet()
-    next_n = [1]  # the next N to try for figure-N.png
     count = [0]  # figures numbered so far
 
     set_active = Gcf.set_active.__func__
@@ -94,13 +114,13 @@ def install(pyplot):
         figs = []
         for manager in Gcf.get_all_fig_managers():
             fig = getattr(getattr(manager, "canvas", None), "figure", None)
-            if fig is not None and fig not in saved:
+            if fig is not None and (_saved is None or fig not in _saved):
                 figs.append(fig)
         figs.sort(key=lambda fig: created.get(fig, float("inf")))
         for fig in figs:
-            saved.add(fig)
+            mark_saved(fig)
             try:
-                _save(fig, next_n)
+                _save(functools.partial(fig.savefig, format="png"), _next_n)
             except Exception as err:
                 _say("could not save figure %s" % created.get(fig, "?"), err)
 
@@ -136,7 +156,7 @@ def install(pyplot):
     _end_of_cell = end_cell
 
 
-def _save(fig, next_n):
+def _save(write, next_n):
     os.makedirs(_FIGURES, exist_ok=True)
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
@@ -149,7 +169,7 @@ def _save(fig, next_n):
             continue
     try:
         with os.fdopen(fd, "wb") as f:
-            fig.savefig(f, format="png")
+            write(f)
     except BaseException:
         try:
             os.unlink(path)  # leave no half-written image behind

@@ -5,6 +5,9 @@
 #   only for languages that save figures), for what that hook does and
 #   why; this file only notices the import of matplotlib.pyplot and hands
 #   pyplot to it;
+# - display: it puts display() in builtins (unless there is one), a
+#   small function that imports code_sandbox_mcp_display.py, next to this
+#   file, only when it has something rich to show; see that file;
 # - warm start: in a ready sandbox of a warm language (see _warm below),
 #   it imports the preloaded modules and then waits for the server's word
 #   that the program is in place, before Python goes on to run it as
@@ -60,14 +63,7 @@ def _patch(pyplot):
     # Only now is the rest of the hook compiled and run: from this
     # directory, whatever the program did to sys.path.
     try:
-        import importlib.util
-
-        name = "code_sandbox_mcp_figures"
-        spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, name + ".py"))
-        figures = importlib.util.module_from_spec(spec)
-        sys.modules[name] = figures
-        spec.loader.exec_module(figures)
-        figures.install(pyplot)
+        _load("code_sandbox_mcp_figures").install(pyplot)
     except Exception as err:
         try:
             reason = " ".join(str(err).split()) or type(err).__name__
@@ -78,6 +74,68 @@ def _patch(pyplot):
         sys.meta_path.remove(_PyplotFinder)
     except ValueError:
         pass
+
+
+def _load(name):
+    """The hook's module name, from this directory: run once, when first
+    needed (display may have loaded the figure hook before pyplot)."""
+    path = os.path.join(_HERE, name + ".py")
+    module = sys.modules.get(name)
+    if module is not None and getattr(module, "__file__", None) == path:
+        return module
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module
+
+
+# The _repr_*_ methods code_sandbox_mcp_display.py uses, and the modules
+# whose types it shows without one (pandas' DataFrame and Series,
+# matplotlib's Figure).
+_RICH_METHODS = ("_repr_markdown_", "_repr_png_", "_repr_svg_", "_repr_html_")
+_RICH_MODULES = ("pandas.", "matplotlib.")
+
+
+def _rich(obj):
+    """Shows obj in a rich form if it has one (see
+    code_sandbox_mcp_display.py) and returns whether it did. The session
+    driver's displayhook calls it for a cell's last value; it loads that
+    module only for an object that may have such a form."""
+    cls = type(obj)
+    if not any(getattr(cls, m, None) is not None for m in _RICH_METHODS) and not any(
+        getattr(c, "__module__", "").startswith(_RICH_MODULES) for c in getattr(cls, "__mro__", ())
+    ):
+        return False
+    return _load("code_sandbox_mcp_display").show(obj)
+
+
+def display(*objs, **kwargs):
+    """Shows each of objs in the output at this point, as IPython's
+    display does: Markdown (a pandas DataFrame as a table) as text, a PNG
+    or a matplotlib figure as an image, SVG and HTML as resources, and
+    anything else as its repr. Keyword arguments are accepted and
+    ignored."""
+    for obj in objs:
+        try:
+            if _rich(obj):
+                continue
+        except Exception as err:
+            try:
+                reason = " ".join(str(err).split()) or type(err).__name__
+                sys.stderr.write("code-sandbox-mcp: display: %s\n" % reason[:200])
+            except Exception:
+                pass
+        print(repr(obj))
+
+
+display._code_sandbox_mcp_rich = _rich  # the session driver's displayhook uses it
 
 
 def _chain_image_sitecustomize():
@@ -214,5 +272,8 @@ def _warm():
 if os.path.exists(os.path.join(_HERE, "code_sandbox_mcp_figures.py")):
     sys.meta_path.insert(0, _PyplotFinder)
 _chain_image_sitecustomize()
+# A builtin, as in IPython, unless the image's own start-up made one.
+if not hasattr(sys.modules["builtins"], "display"):
+    sys.modules["builtins"].display = display
 _warm()
 del _warm
