@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -538,5 +539,71 @@ func TestEnvironmentsFiles(t *testing.T) {
 	}
 	if env.Files != (filesOutput{URITemplate: filesURITemplate, RetentionSeconds: 900, RetentionBytes: 256 << 20, RetentionBytesPerClient: 256 << 20}) {
 		t.Errorf("files %+v", env.Files)
+	}
+}
+
+// The SVG and HTML display() saves come back embedded, as text resources
+// of their MIME type, among the images and before the links; a file over
+// displayBytes, one that is not UTF-8, and files elsewhere are only
+// listed and linked.
+func TestResultEmbedsDisplayFiles(t *testing.T) {
+	lim := pythonLimits(t)
+	big := strings.Repeat("x", displayBytes+1)
+	r := &exec.Result{
+		Files: []exec.File{
+			{Path: "display/display-1.html", Data: []byte("<b>hi</b>")},
+			{Path: "display/display-2.svg", Data: []byte("<svg/>")},
+			{Path: "display/display-3.html", Data: []byte(big)},
+			{Path: "display/display-4.html", Data: []byte("\xff\xfe")},
+			{Path: "display/sub/x.html", Data: []byte("<i>no</i>")},
+			{Path: "page.html", Data: []byte("<i>no</i>")},
+			{Path: "figures/figure-1.png", Data: pngOf(50)},
+		},
+	}
+	for _, kept := range []retention{{id: "abc", keep: time.Minute, maxBytes: 1 << 30}, {maxBytes: 1}} {
+		res := toolResult(r, lim, kept)
+		var got []mcp.TextResourceContents
+		images, links := 0, 0
+		for i, c := range res.Content[1:] {
+			switch c := c.(type) {
+			case mcp.EmbeddedResource:
+				if links > 0 {
+					t.Errorf("block %d: a resource after a link", i+1)
+				}
+				tr, ok := c.Resource.(mcp.TextResourceContents)
+				if !ok {
+					t.Fatalf("block %d: resource %T; want text", i+1, c.Resource)
+				}
+				got = append(got, tr)
+			case mcp.ImageContent:
+				images++
+			case mcp.ResourceLink:
+				links++
+			}
+		}
+		uri := func(p string) string {
+			if kept.id == "" {
+				return "file:///workspace/" + p
+			}
+			return fileURI(kept.id, p)
+		}
+		want := []mcp.TextResourceContents{
+			{URI: uri("display/display-1.html"), MIMEType: "text/html", Text: "<b>hi</b>"},
+			{URI: uri("display/display-2.svg"), MIMEType: "image/svg+xml", Text: "<svg/>"},
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("kept %q: embedded %+v; want %+v", kept.id, got, want)
+		}
+		wantLinks := len(r.Files)
+		if kept.id == "" {
+			wantLinks = 0
+		}
+		if images != 1 || links != wantLinks {
+			t.Errorf("kept %q: %d images, %d links; want 1 and %d", kept.id, images, links, wantLinks)
+		}
+		text := res.Content[0].(mcp.TextContent).Text
+		if !strings.Contains(text, "display/display-3.html is over 256KiB") || !strings.Contains(text, "display/display-4.html is not UTF-8") {
+			t.Errorf("kept %q: text %q; want it to say why display-3 and display-4 are not embedded", kept.id, text)
+		}
 	}
 }

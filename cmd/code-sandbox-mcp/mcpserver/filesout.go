@@ -32,8 +32,9 @@ type fileOutput struct {
 type filesReport struct {
 	// files are for structuredContent, in the run's order.
 	files []fileOutput
-	// content is an image block for each image shown inline, then a
-	// resource link for each file, if the files were kept.
+	// content is an image block for each image shown inline and an
+	// embedded resource for each display file, in the files' order, then
+	// a resource link for each file, if the files were kept.
 	content []mcp.Content
 	// line is the text's line on the files; "" if there were none.
 	line string
@@ -52,14 +53,46 @@ type retention struct {
 	cost     int64
 }
 
+// displayDir is the directory of the workspace where the Python hook's
+// display() saves SVG and HTML (display-N.svg, display-N.html).
+const displayDir = "display/"
+
+// displayBytes bounds each SVG or HTML file of displayDir embedded in a
+// result, as the hook bounds what it writes; displayTotalBytes bounds
+// them all together. Past either, the file is only listed and linked.
+const (
+	displayBytes      = 256 << 10
+	displayTotalBytes = 1 << 20
+)
+
+// displayType is the MIME type of a file of displayDir the result embeds
+// as a resource: image/svg+xml or text/html by its extension, for a path
+// directly in displayDir; "" for any other file.
+func displayType(p string) string {
+	rest, ok := strings.CutPrefix(p, displayDir)
+	if !ok || strings.Contains(rest, "/") {
+		return ""
+	}
+	switch strings.ToLower(path.Ext(rest)) {
+	case ".svg":
+		return "image/svg+xml"
+	case ".html", ".htm":
+		return "text/html"
+	}
+	return ""
+}
+
 // reportFiles describes a run's output files: each with a link to its
 // URI if they were kept, images also inline, up to lim.MaxImages of at
-// most lim.ImageBytes each.
+// most lim.ImageBytes each, and the SVG and HTML of display() (see
+// displayType) embedded as resources, up to displayBytes each and
+// displayTotalBytes in all.
 func reportFiles(r *exec.Result, lim config.Limits, kept retention) filesReport {
 	rep := filesReport{files: make([]fileOutput, 0, len(r.Files))}
 	var listed, notInline []string
 	var links []mcp.Content
 	shown := 0
+	var embedded int64
 	for _, f := range r.Files {
 		size := int64(len(f.Data))
 		mimeType := fileMIMEType(f.Path, f.Data)
@@ -75,6 +108,25 @@ func reportFiles(r *exec.Result, lim config.Limits, kept retention) filesReport 
 			default:
 				rep.content = append(rep.content, mcp.NewImageContent(base64.StdEncoding.EncodeToString(f.Data), mimeType))
 				shown++
+			}
+		}
+		if t := displayType(f.Path); t != "" {
+			switch {
+			case size > displayBytes:
+				notInline = append(notInline, fmt.Sprintf("%s is over %s", f.Path, config.Size(displayBytes)))
+			case embedded+size > displayTotalBytes:
+				notInline = append(notInline, fmt.Sprintf("%s is past %s of display files in all", f.Path, config.Size(displayTotalBytes)))
+			case !utf8.Valid(f.Data):
+				notInline = append(notInline, fmt.Sprintf("%s is not UTF-8", f.Path))
+			default:
+				// Its URI names the file: where it can be read back if it
+				// was kept, else where the program left it.
+				uri := "file://" + oci.WorkspaceDir + "/" + f.Path
+				if kept.id != "" {
+					uri = fileURI(kept.id, f.Path)
+				}
+				rep.content = append(rep.content, mcp.NewEmbeddedResource(mcp.TextResourceContents{URI: uri, MIMEType: t, Text: string(f.Data)}))
+				embedded += size
 			}
 		}
 		if kept.id != "" {
