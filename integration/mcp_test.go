@@ -133,9 +133,11 @@ type toolResult struct {
 		BackgroundOOMKills int    `json:"background_oom_kills"`
 	}
 	hasOut bool
-	// images and links are the blocks after the text: the output files.
-	images []mcp.ImageContent
-	links  []mcp.ResourceLink
+	// images, resources and links are the blocks after the text: the
+	// output files (resources: the SVG and HTML of display()).
+	images    []mcp.ImageContent
+	resources []mcp.TextResourceContents
+	links     []mcp.ResourceLink
 }
 
 func (s *mcpServer) call(ctx context.Context, t *testing.T, tool string, args any) toolResult {
@@ -177,10 +179,16 @@ func parseResult(res *mcp.CallToolResult) (toolResult, error) {
 				return r, fmt.Errorf("an image after a link; want the images first")
 			}
 			r.images = append(r.images, c)
+		case mcp.EmbeddedResource:
+			tr, ok := c.Resource.(mcp.TextResourceContents)
+			if !ok || len(r.links) > 0 {
+				return r, fmt.Errorf("an embedded %T after %d links; want text resources, before the links", c.Resource, len(r.links))
+			}
+			r.resources = append(r.resources, tr)
 		case mcp.ResourceLink:
 			r.links = append(r.links, c)
 		default:
-			return r, fmt.Errorf("content %T after the text; want images and resource links only", c)
+			return r, fmt.Errorf("content %T after the text; want images, embedded resources and resource links only", c)
 		}
 	}
 	if res.StructuredContent != nil {
