@@ -163,7 +163,7 @@ func (s *sessions) sessionSentence(lang string) string {
 	}
 	return "Sessions: with session_id (from " + createSessionTool + ") the code runs as the next cell of that session instead, " +
 		"a sandbox of its own with the same limits that lives across calls: names, imports and " + oci.WorkspaceDir + " persist, " +
-		"and the value of a last expression is shown; files in and out work per call. Without session_id each call starts from scratch."
+		"and the value of a last expression is shown (as display() shows it, where the language has display()); files in and out work per call. Without session_id each call starts from scratch."
 }
 
 // sessionRun is what structuredContent adds for a run in a session.

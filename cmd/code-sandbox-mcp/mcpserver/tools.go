@@ -201,7 +201,9 @@ func filesSentence(l config.Language, keep time.Duration) string {
 		s += fmt.Sprintf(", PNG, JPEG, GIF and WebP images also inline (up to %d, %s each)", lim.MaxImages, config.Size(lim.ImageBytes))
 	}
 	if l.Figures {
-		s += "; so do the matplotlib figures it shows or leaves open, saved as figures/figure-N.png"
+		s += "; so do the matplotlib figures it shows or leaves open, saved as figures/figure-N.png. " +
+			"display(obj) shows obj where it is called, as in a notebook: a pandas DataFrame or Series (or anything with _repr_markdown_) as a Markdown table in the output, " +
+			"a figure or _repr_png_ as an image, _repr_svg_ and _repr_html_ as embedded resources, anything else as its repr"
 	}
 	return s + "."
 }
