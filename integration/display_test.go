@@ -95,7 +95,7 @@ display(H(), S())`)
 
 // In a one-shot run display() works as in a session (a run has no last
 // expression to show), and a displayed figure left open is not saved a
-// second time at exit.
+// second time at exit; HTML over the bound falls back to the repr.
 func TestDisplayOneShot(t *testing.T) {
 	s := startMCP(t, serverSpec{})
 	ctx := testContext(t)
@@ -105,5 +105,10 @@ func TestDisplayOneShot(t *testing.T) {
 	}
 	if len(r.images) != 1 || len(r.out.Files) != 1 || r.out.Files[0].Path != "figures/figure-1.png" {
 		t.Errorf("display(fig) in a one-shot run: %d images, files %+v; want figures/figure-1.png alone", len(r.images), r.out.Files)
+	}
+	// HTML over 256 KiB is shown as text, with a line on stderr.
+	r = s.call(ctx, t, "run_python_code", code("class Big:\n    def _repr_html_(self):\n        return 'x' * 300000\n    def __repr__(self):\n        return 'Big()'\ndisplay(Big())"))
+	if r.out.Stdout != "Big()\n" || !strings.Contains(r.out.Stderr, "over 262144") || len(r.resources) != 0 || len(r.out.Files) != 0 {
+		t.Errorf("display of HTML over 256 KiB: stdout %q, stderr %q, %d resources, files %+v; want its repr and a line on stderr", r.out.Stdout, r.out.Stderr, len(r.resources), r.out.Files)
 	}
 }
