@@ -561,7 +561,7 @@ func TestResultEmbedsDisplayFiles(t *testing.T) {
 		},
 	}
 	for _, kept := range []retention{{id: "abc", keep: time.Minute, maxBytes: 1 << 30}, {maxBytes: 1}} {
-		res := toolResult(r, lim, kept)
+		res := toolResult(r, lim, kept, "")
 		var got []mcp.TextResourceContents
 		images, links := 0, 0
 		for i, c := range res.Content[1:] {
