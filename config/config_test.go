@@ -310,20 +310,6 @@ func TestTypos(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0}, {"python", "python", 0}, {"pyton", "python", 1}, {"pyhton", "python", 2},
-		{"", "abc", 3}, {"memroy", "memory", 2}, {"ruby", "python", 6},
-	} {
-		if got := editDistance(tc.a, tc.b); got != tc.want {
-			t.Errorf("editDistance(%q, %q) = %d; want %d", tc.a, tc.b, got, tc.want)
-		}
-	}
-}
-
 func TestParseSize(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"code-sandbox-mcp/internal/editdist"
 )
 
 // maxTypo is the edit distance within which an unknown name is taken for
@@ -18,32 +20,11 @@ const maxTypo = 2
 func nearest(name string, known []string) string {
 	best, bestD := "", maxTypo+1
 	for _, k := range known {
-		if d := editDistance(name, k); d < bestD && k != name {
+		if d := editdist.Distance(name, k); d < bestD && k != name {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // unknownKeys describes the keys of u that root (the struct decode fills)

@@ -20,6 +20,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	"code-sandbox-mcp/internal/editdist"
 )
 
 // BuildCommand is the command an operator adds packages to an image with.
@@ -262,7 +263,7 @@ func Similar(name string, modules []string) []string {
 		}
 		lm := strings.ToLower(m)
 		short := min(len(lm), len(lower))
-		switch d := distance(lower, lm); {
+		switch d := editdist.Distance(lower, lm); {
 		case d <= maxDist:
 			found = append(found, match{m, d})
 		case short >= 3 && (strings.HasPrefix(lm, lower) || strings.HasPrefix(lower, lm)):
@@ -284,25 +285,4 @@ func Similar(name string, modules []string) []string {
 		}
 	}
 	return names
-}
-
-// distance is the Levenshtein distance of a and b, in bytes.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
