@@ -403,13 +403,17 @@ func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || resp.Proto != proto || ct != "text/event-stream" {
 		t.Fatalf("the call: %s over %s, Content-Type %q; want 200 over %s, an event stream", resp.Status, resp.Proto, ct, proto)
 	}
-	// Each message of the stream, as it comes; then how the stream ended.
+	// Each message of the stream, as it comes; events is closed when the
+	// stream ends, and then ended says how. One channel keeps the order:
+	// a server in shutdown closes the connection right after the result,
+	// and a select on two channels could see the end first.
 	type event struct {
 		msg map[string]any
 		at  time.Time
 	}
 	events, ended := make(chan event, 16), make(chan error, 1)
 	go func() {
+		defer close(events)
 		sc := bufio.NewScanner(resp.Body)
 		sc.Buffer(nil, 1<<20)
 		for sc.Scan() {
@@ -428,9 +432,11 @@ func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 	}()
 	var begun event
 	select {
-	case begun = <-events:
-	case err := <-ended:
-		t.Fatalf("the call's stream ended before its first notification: %v", err)
+	case e, ok := <-events:
+		if !ok {
+			t.Fatalf("the call's stream ended before its first notification: %v", <-ended)
+		}
+		begun = e
 	case <-time.After(60 * time.Second):
 		t.Fatal("no notification on the call's stream within 60s")
 	}
@@ -438,10 +444,11 @@ func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 		t.Fatalf("the stream's first message: %v; want the progress notification of the first line", begun.msg)
 	}
 	select {
-	case e := <-events:
+	case e, ok := <-events:
+		if !ok {
+			t.Fatalf("the quiet stream ended after less than %s: %v; want it up until the call returns", quiet, <-ended)
+		}
 		t.Fatalf("the quiet stream carried %v after %s; want nothing for %s", e.msg, e.at.Sub(begun.at).Round(time.Millisecond), quiet)
-	case err := <-ended:
-		t.Fatalf("the quiet stream ended after less than %s: %v; want it up until the call returns", quiet, err)
 	case <-time.After(quiet):
 	}
 	stopped := make(chan error, 1)
@@ -450,7 +457,10 @@ func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 	// result, which ends the stream.
 	for result := false; !result; {
 		select {
-		case e := <-events:
+		case e, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended at the SIGTERM without the call's result: %v", <-ended)
+			}
 			_, result = e.msg["result"]
 			switch {
 			case result && (e.msg["id"] != 2.0 || !strings.Contains(fmt.Sprint(e.msg["result"]), "done")):
@@ -460,19 +470,16 @@ func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 			case e.msg["method"] != "notifications/progress":
 				t.Errorf("the stream carried %v after the SIGTERM; want the call's progress, then its result", e.msg)
 			}
-		case err := <-ended:
-			t.Fatalf("the stream ended at the SIGTERM without the call's result: %v", err)
 		case <-time.After(30 * time.Second):
 			t.Fatal("no result on the stream 30s after the SIGTERM")
 		}
 	}
 	select {
-	case err := <-ended:
-		if err != nil {
+	case e, ok := <-events:
+		if ok {
+			t.Errorf("the stream carried %v after the call's result; want nothing", e.msg)
+		} else if err := <-ended; err != nil {
 			t.Errorf("the stream ended with %v after the result; want a clean end", err)
-		}
-		if len(events) > 0 {
-			t.Errorf("the stream carried %v after the call's result; want nothing", (<-events).msg)
 		}
 	case <-time.After(10 * time.Second):
 		t.Error("the stream is still open 10s after the call's result")
