@@ -17,6 +17,7 @@ import (
 	"code-sandbox-mcp/containers/imagebuild"
 	"code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/containers/ociarchive"
+	"code-sandbox-mcp/containers/pkgspec"
 )
 
 const imagesUsage = `usage:
@@ -293,14 +294,14 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 		fs.Usage()
 		return b, errors.New("--from is required: python, javascript or an image in containerd")
 	}
-	if b.req.Pip, err = imagebuild.ParsePip(*pip); err != nil {
-		return b, err
+	if b.req.Pip, err = pkgspec.Pip(pkgspec.SplitList(*pip)); err != nil {
+		return b, fmt.Errorf("--pip: %w", err)
 	}
-	if b.req.Npm, err = imagebuild.ParseNpm(*npm); err != nil {
-		return b, err
+	if b.req.Npm, err = pkgspec.Npm(pkgspec.SplitList(*npm)); err != nil {
+		return b, fmt.Errorf("--npm: %w", err)
 	}
-	if b.req.Apt, err = imagebuild.ParseApt(*apt); err != nil {
-		return b, err
+	if b.req.Apt, err = pkgspec.Apt(pkgspec.SplitList(*apt)); err != nil {
+		return b, fmt.Errorf("--apt: %w", err)
 	}
 	switch {
 	case len(b.req.Apt) != 0:

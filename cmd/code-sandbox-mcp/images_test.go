@@ -131,7 +131,7 @@ func TestParseBuild(t *testing.T) {
 		{[]string{"--from", "javascript", "--npm", "tinynpm@1.0.0"}, ""},
 		{[]string{"--from", "python", "--pip", "x>=1"}, "want NAME or NAME==VERSION"},
 		{[]string{"--from", "python", "--apt", "libgomp1"}, "--apt is not yet supported"},
-		{[]string{"--from", "python", "--apt", "-oX=1"}, "want a Debian package name"},
+		{[]string{"--from", "python", "--apt", "-oX=1"}, `--apt: Debian package "-oX=1": want a package name`},
 	} {
 		_, err := parseBuild(tc.args, io.Discard)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {

@@ -10,39 +10,6 @@ import (
 	"testing"
 )
 
-func TestParsePip(t *testing.T) {
-	got, err := ParsePip(" Foo_Bar.baz==1.0 ,requests,requests")
-	if want := []string{"foo-bar-baz==1.0", "requests"}; err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("ParsePip = %q, %v; want %q", got, err, want)
-	}
-	for _, bad := range []string{"foo>=1", "../x", "foo==", "-e x", "foo bar"} {
-		if _, err := ParsePip(bad); err == nil {
-			t.Errorf("ParsePip(%q) = nil error; want one", bad)
-		}
-	}
-}
-
-func TestParseNpm(t *testing.T) {
-	got, err := ParseNpm("lodash@4.17.21,@scope/pkg,@scope/pkg@^1.2")
-	if want := []string{"@scope/pkg", "@scope/pkg@^1.2", "lodash@4.17.21"}; err != nil || !reflect.DeepEqual(got, want) {
-		t.Errorf("ParseNpm = %q, %v; want %q", got, err, want)
-	}
-	for _, bad := range []string{"Upper", "../x", "git+https://x", "x@"} {
-		if _, err := ParseNpm(bad); err == nil {
-			t.Errorf("ParseNpm(%q) = nil error; want one", bad)
-		}
-	}
-}
-
-func TestParseApt(t *testing.T) {
-	if _, err := ParseApt("libgomp1,g++"); err != nil {
-		t.Errorf("ParseApt: %v", err)
-	}
-	if _, err := ParseApt("-oDebug=1"); err == nil {
-		t.Error("ParseApt(-oDebug=1) = nil error; want one")
-	}
-}
-
 func TestKey(t *testing.T) {
 	a := Key("sha256:1", Request{Pip: []string{"b", "a"}})
 	if b := Key("sha256:1", Request{Pip: []string{"a", "b"}}); a != b {

@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+
+	"code-sandbox-mcp/containers/pkgspec"
 )
 
 var pyDirRe = regexp.MustCompile(`^python(3\.[0-9]+)$`)
@@ -105,7 +107,7 @@ func InstallWheels(root *os.Root, dir string, specs []string, version string, lo
 	requested := map[string]bool{}
 	for _, s := range specs {
 		name, _, _ := strings.Cut(s, "==")
-		requested[NormalizePipName(name)] = true
+		requested[pkgspec.NormalizePipName(name)] = true
 	}
 	have := InstalledPython(root, version)
 	var out []Package
@@ -113,7 +115,7 @@ func InstallWheels(root *os.Root, dir string, specs []string, version string, lo
 	for _, w := range wheels {
 		parts := strings.Split(filepath.Base(w), "-")
 		if len(parts) >= 2 {
-			if v, ok := have[NormalizePipName(parts[0])]; ok && v == parts[1] {
+			if v, ok := have[pkgspec.NormalizePipName(parts[0])]; ok && v == parts[1] {
 				fmt.Fprintf(log, "pip: %s %s is in the image already; skipped\n", parts[0], v)
 				continue
 			}
@@ -122,7 +124,7 @@ func InstallWheels(root *os.Root, dir string, specs []string, version string, lo
 		if err != nil {
 			return nil, err
 		}
-		p.Requested = requested[NormalizePipName(p.Name)]
+		p.Requested = requested[pkgspec.NormalizePipName(p.Name)]
 		fmt.Fprintf(log, "pip: installed %s %s\n", p.Name, p.Version)
 		out = append(out, p)
 	}

@@ -13,6 +13,8 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+
+	"code-sandbox-mcp/containers/pkgspec"
 )
 
 // Package is one installed distribution, name and version as its metadata
@@ -272,7 +274,7 @@ func InstalledPython(root *os.Root, version string) map[string]string {
 				continue
 			}
 			if p := metadataPackage(meta); p.Name != "" {
-				have[NormalizePipName(p.Name)] = p.Version
+				have[pkgspec.NormalizePipName(p.Name)] = p.Version
 			}
 		}
 	}
