@@ -32,6 +32,9 @@ type Config struct {
 	HTTP       HTTP                     `toml:"http"`
 	Audit      Audit                    `toml:"audit"`
 	Languages  map[string]LanguageTable `toml:"languages"`
+	// File is the path Load read, "" for the defaults alone: commands
+	// that must read the same file name it.
+	File string `toml:"-"`
 }
 
 // Containerd says how to reach the daemon.
@@ -292,6 +295,9 @@ type LanguageTable struct {
 	Preload []string `toml:"preload"`
 	// Limits overrides [limits] for this language.
 	Limits LimitOverrides `toml:"limits"`
+	// Packages are added to Image by `images build --configured`; the
+	// language then runs in the image built, PackagesImage's.
+	Packages Packages `toml:"packages"`
 }
 
 // Default returns the embedded defaults.
@@ -318,6 +324,7 @@ func Load(path string) (*Config, error) {
 		}
 	}
 	c.fill()
+	c.File = path
 	if err := c.Validate(); err != nil {
 		if path == "" {
 			return nil, err
@@ -375,6 +382,7 @@ func (c *Config) decode(data, name string) error {
 		l := c.Languages[n]
 		l.Command = append([]string(nil), l.Command...)
 		l.Env = append([]string(nil), l.Env...)
+		l.Packages = l.Packages.clone()
 		if err := md.PrimitiveDecode(f.Languages[n], &l); err != nil {
 			return fmt.Errorf("%s: languages.%s: %w", name, n, err)
 		}

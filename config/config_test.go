@@ -65,6 +65,10 @@ func TestExampleMatchesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load(%s): %v", example, err)
 	}
+	if got.File != example {
+		t.Errorf("Load(%s).File = %q", example, got.File)
+	}
+	got.File = ""
 	if want := Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("%s decodes to\n%+v\nwant the embedded defaults\n%+v", example, got, want)
 	}
@@ -414,6 +418,7 @@ env = ["A=1"]
 	want := Language{
 		Name:          "python",
 		Image:         "localhost/code-sandbox-mcp/python:trixie",
+		BaseImage:     "localhost/code-sandbox-mcp/python:trixie",
 		Command:       []string{"python3"},
 		File:          "main.py",
 		Env:           []string{"PYTHONUNBUFFERED=1", "MPLBACKEND=Agg", "PYTHONDONTWRITEBYTECODE=1"},
@@ -664,6 +669,63 @@ func TestInterpreter(t *testing.T) {
 		l := Language{SessionDriver: tc.driver, Command: tc.command}
 		if got := l.Interpreter(); got != tc.want {
 			t.Errorf("Interpreter() of session_driver %q, command %q = %q; want %q", tc.driver, tc.command, got, tc.want)
+		}
+	}
+}
+
+func TestPackages(t *testing.T) {
+	c, err := Parse(`
+[languages.python]
+packages = { pip = ["Tabulate==0.9.0", "seaborn", "seaborn"], apt = ["libgomp1"] }
+`, "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	py := mustLanguage(t, c, "python")
+	want := Packages{Apt: []string{"libgomp1"}, Pip: []string{"seaborn", "tabulate==0.9.0"}}
+	if !reflect.DeepEqual(py.Packages, want) {
+		t.Errorf("Packages = %+v; want %+v, normalised", py.Packages, want)
+	}
+	if py.BaseImage != "localhost/code-sandbox-mcp/python:trixie" || py.Image != PackagesImage("python", py.BaseImage, want) ||
+		!strings.HasPrefix(py.Image, "localhost/code-sandbox-mcp/python-packages:") {
+		t.Errorf("Image %q, BaseImage %q; want the packages image on the table's image", py.Image, py.BaseImage)
+	}
+	// The same lists in another order or spelling are the same image;
+	// another list or base is another.
+	same, err := Parse("[languages.python]\npackages = { apt = [\"libgomp1\"], pip = [\"seaborn\", \"tabulate==0.9.0\"] }\n", "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLanguage(t, same, "python").Image; got != py.Image {
+		t.Errorf("the same packages differently written give %q; want %q", got, py.Image)
+	}
+	for _, other := range []string{
+		PackagesImage("python", py.BaseImage, Packages{Pip: want.Pip}),
+		PackagesImage("python", "example.test/python:1", want),
+		PackagesImage("python", py.BaseImage, Packages{Apt: want.Apt, Npm: want.Pip}),
+	} {
+		if other == py.Image {
+			t.Errorf("other packages or another base give %q too", other)
+		}
+	}
+	// Without packages the image is the table's, and the defaults are not
+	// written into by a file that sets them.
+	if js := mustLanguage(t, c, "javascript"); js.Image != "localhost/code-sandbox-mcp/nodejs:trixie" || !js.Packages.Empty() {
+		t.Errorf("javascript: Image %q, Packages %+v; want the table's image and none", js.Image, js.Packages)
+	}
+	if d := Default().Languages["python"].Packages; !d.Empty() {
+		t.Errorf("the defaults' python packages became %+v", d)
+	}
+
+	for _, tc := range []struct{ toml, want string }{
+		{`packages = { pip = ["x>=1"] }`, `languages.python.packages.pip: Python package "x>=1": want NAME or NAME==VERSION`},
+		{`packages = { npm = ["Upper"] }`, `languages.python.packages.npm: npm package "Upper"`},
+		{`packages = { apt = ["-oX=1"] }`, `languages.python.packages.apt: Debian package "-oX=1"`},
+		{`packages = { pipp = ["x"] }`, `languages.python.packages.pipp`},
+	} {
+		_, err := Parse("[languages.python]\n"+tc.toml+"\n", "test.toml")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want an error with %q", tc.toml, err, tc.want)
 		}
 	}
 }

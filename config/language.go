@@ -14,8 +14,14 @@ import (
 type Language struct {
 	// Name is the language's key, such as "python".
 	Name string
-	// Image is the image reference in containerd's image store.
+	// Image is the image reference in containerd's image store: the
+	// table's image or, with packages, the image they build on it.
 	Image string
+	// BaseImage is the table's image, which Packages build on; it is
+	// Image when Packages is empty.
+	BaseImage string
+	// Packages are what Image adds to BaseImage, normalised.
+	Packages Packages
 	// Command is the interpreter's argv; the program's path is appended.
 	Command []string
 	// File is the program's file name in the sandbox, such as "main.py".
@@ -87,9 +93,20 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 	if !ok || t.Disabled {
 		return Language{}, false
 	}
+	// Validate has checked the lists; an error leaves them as written.
+	pkgs, err := t.Packages.normalized("")
+	if err != nil {
+		pkgs = t.Packages.clone()
+	}
+	image := t.Image
+	if !pkgs.Empty() {
+		image = PackagesImage(name, t.Image, pkgs)
+	}
 	return Language{
 		Name:          name,
-		Image:         t.Image,
+		Image:         image,
+		BaseImage:     t.Image,
+		Packages:      pkgs,
 		Command:       slices.Clone(t.Command),
 		File:          t.File,
 		Env:           slices.Clone(t.Env),

@@ -139,6 +139,9 @@ func (c *Config) validateLanguages() []error {
 			bad(key+".tool", "%q is also the tool of languages.%s; tool names must be unique", l.Tool, other)
 		}
 		tools[l.Tool] = n
+		if _, err := l.Packages.normalized(key + ".packages"); err != nil {
+			errs = append(errs, err)
+		}
 		if l.Pool < 0 || l.Pool > maxPool {
 			bad(key+".pool", "%d; want 0 (create on demand) to %d", l.Pool, maxPool)
 		}

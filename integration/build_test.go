@@ -20,11 +20,14 @@ import (
 	"net/http/httptest"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
+
+	"code-sandbox-mcp/config"
 )
 
 // tinyWheel is a pure-Python wheel of tinypkg 1.0, built here.
@@ -248,5 +251,74 @@ func TestImagesBuildNpm(t *testing.T) {
 		if r.text != tc.want || r.isError {
 			t.Errorf("%q: %q (isError %v, stderr %q); want %q", tc.src, r.text, r.isError, r.out.Stderr, tc.want)
 		}
+	}
+}
+
+// TestImagesBuildConfigured: a [languages.python] packages table names the
+// image the server runs python in; until images build --configured (which
+// make setup runs) builds it, a call says which command builds it, and
+// once built, with no restart, the call imports the package and the tool's
+// description names it. A second build is a no-op.
+func TestImagesBuildConfigured(t *testing.T) {
+	index := pipIndex(t)
+	ctx := testContext(t)
+	const table = "[languages.python]\npackages = { pip = [\"TinyPkg\"] }\npool = 0\n"
+	cfg, err := config.Parse(table, "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	py, _ := cfg.Language("python")
+	tag := py.Image
+	if !strings.HasPrefix(tag, "localhost/code-sandbox-mcp/python-packages:") {
+		t.Fatalf("python's image with packages is %q; want localhost/code-sandbox-mcp/python-packages:HASH", tag)
+	}
+	t.Cleanup(func() {
+		if err := testClient.ImageService().Delete(ctx, tag, images.SynchronousDelete()); err != nil && !errdefs.IsNotFound(err) {
+			t.Errorf("delete %s: %v", tag, err)
+		}
+	})
+	cfgPath := filepath.Join(t.TempDir(), "sandbox.toml")
+	if err := os.WriteFile(cfgPath, []byte(table), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The configuration comes as make setup's does, from the environment.
+	build := func() (string, string, error) {
+		t.Helper()
+		return imagesBuildEnv(t, []string{"PIP_INDEX_URL=" + index, "PIP_CONFIG_FILE=/dev/null", "PIP_NO_CACHE_DIR=1", "CODE_SANDBOX_CONFIG=" + cfgPath}, "--configured")
+	}
+
+	s := startMCP(t, serverSpec{config: table})
+	r := s.call(ctx, t, "run_python_code", code("print('ran')"))
+	t.Logf("before the build: %s", r.text)
+	if !r.isError || !strings.Contains(r.text, tag) || !strings.Contains(r.text, "images build --configured") {
+		t.Errorf("a call before the build: %q (isError %v); want an error naming %s and images build --configured", r.text, r.isError, tag)
+	}
+
+	out, stderr, err := build()
+	if err != nil || out != tag+"\n" {
+		t.Fatalf("images build --configured: %v, stdout %q; want %s\nstderr:\n%s", err, out, tag, stderr)
+	}
+	out, stderr, err = build()
+	if err != nil || out != tag+"\n" || !strings.Contains(stderr, "up to date") || strings.Contains(stderr, "downloading") {
+		t.Errorf("a second images build --configured: %v, stdout %q, stderr:\n%s\nwant the tag and \"up to date\", no download", err, out, stderr)
+	}
+
+	r = s.call(ctx, t, "run_python_code", code("import tinypkg; print(tinypkg.VALUE)"))
+	if r.text != "tinypkg says hello\n" || r.isError {
+		t.Errorf("import tinypkg after the build: %q (isError %v, stderr %q); want tinypkg's value", r.text, r.isError, r.out.Stderr)
+	}
+	desc, contents := imageFacts(t, s)
+	if !strings.Contains(desc["run_python_code"], "tinypkg") || contents["python"] == nil || version(contents["python"].Python, "tinypkg") != "1.0" {
+		t.Errorf("after the build: description %q, image_contents %+v; want both to name tinypkg 1.0", desc["run_python_code"], contents["python"])
+	}
+}
+
+// TestImagesBuildConfiguredNone: without any packages table, images build
+// --configured does nothing and needs nothing, so make setup pays nothing
+// for it.
+func TestImagesBuildConfiguredNone(t *testing.T) {
+	out, stderr, err := imagesBuildEnv(t, nil, "--configured")
+	if err != nil || out != "" || !strings.Contains(stderr, "nothing to build") {
+		t.Errorf("images build --configured without packages: %v, stdout %q, stderr %q; want nothing built", err, out, stderr)
 	}
 }

@@ -117,10 +117,15 @@ func doctor(ctx context.Context, cfg *config.Config, env lookupFunc, w io.Writer
 func checkImages(ctx context.Context, c *checker, client *containerd.Client, cfg *config.Config) (present map[string]bool) {
 	present = map[string]bool{}
 	for _, name := range cfg.Names() {
-		l := cfg.Languages[name]
+		l, _ := cfg.Language(name)
 		what := "image " + name
 		img, err := client.GetImage(ctx, l.Image)
-		if err != nil {
+		switch {
+		case err != nil && !l.Packages.Empty():
+			c.fail(what, fmt.Sprintf("%s, %s with its packages table, is not built in namespace %q: %v", l.Image, l.BaseImage, cfg.Containerd.Namespace, err),
+				fmt.Sprintf("build it: `%s` (`make setup` runs it)", app.BuildHint(cfg)))
+			continue
+		case err != nil:
 			c.fail(what, fmt.Sprintf("%s is not in namespace %q: %v", l.Image, cfg.Containerd.Namespace, err),
 				fmt.Sprintf("import it: `%s` (`make setup` builds and imports the default images)", app.ImportHint(cfg)))
 			continue

@@ -39,6 +39,12 @@ const imagesUsage = `usage:
                           localhost/code-sandbox-mcp/NAME-custom:KEY, KEY a hash of base and
                           packages; a second build of the same is a no-op. --apt is not yet
                           supported.
+  images build --configured
+                          build the image of each enabled language that has a [languages.NAME]
+                          packages table, on its image, as the server runs it
+                          (localhost/code-sandbox-mcp/NAME-packages:HASH); prints their names. A
+                          no-op for those built already from the same base and lists, and without
+                          any packages table. make setup runs it.
 `
 
 // images runs an images verb; it parses its own verbs and flags, and the
@@ -271,6 +277,8 @@ func writeAtomic(name string, write func(io.Writer) error) (err error) {
 type buildFlags struct {
 	from, tag string
 	req       imagebuild.Request
+	// configured builds the configuration's packages tables instead.
+	configured bool
 }
 
 // parseBuild parses images build's flags.
@@ -282,6 +290,7 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 	pip := fs.String("pip", "", "Python packages, `PKG[==V],...`")
 	npm := fs.String("npm", "", "npm packages, `PKG[@V],...`")
 	apt := fs.String("apt", "", "Debian packages, `PKG,...` (not yet supported)")
+	fs.BoolVar(&b.configured, "configured", false, "build the image of each language with a packages table instead")
 	if err := fs.Parse(args); err != nil {
 		return b, err
 	}
@@ -290,6 +299,10 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 	case fs.NArg() != 0:
 		fs.Usage()
 		return b, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case b.configured && (b.from != "" || b.tag != "" || *pip != "" || *npm != "" || *apt != ""):
+		return b, errors.New("--configured builds what the configuration's packages tables list; give it alone, or give --from and packages instead")
+	case b.configured:
+		return b, nil
 	case b.from == "":
 		fs.Usage()
 		return b, errors.New("--from is required: python, javascript or an image in containerd")
@@ -327,6 +340,14 @@ func imagesBuild(ctx context.Context, cfg *config.Config, args, env []string, st
 	if err != nil {
 		return err
 	}
+	builds := []imagebuild.Options{{Base: baseRef(cfg, b.from), Tag: b.tag, Request: b.req}}
+	if b.configured {
+		builds = configuredBuilds(cfg)
+		if len(builds) == 0 {
+			fmt.Fprintln(stderr, "images build: no enabled language has a packages table; nothing to build")
+			return nil
+		}
+	}
 	if os.Geteuid() != 0 {
 		return errors.New("it mounts containerd snapshots; run it as root")
 	}
@@ -335,12 +356,33 @@ func imagesBuild(ctx context.Context, cfg *config.Config, args, env []string, st
 		return err
 	}
 	defer c.Close()
-	res, err := imagebuild.Build(ctx, c, imagebuild.Options{
-		Base: baseRef(cfg, b.from), Tag: b.tag, Request: b.req, Env: env, Log: stderr,
-	})
-	if err != nil {
-		return err
+	for _, o := range builds {
+		o.Env, o.Log = env, stderr
+		res, err := imagebuild.Build(ctx, c, o)
+		if err != nil {
+			if b.configured {
+				return fmt.Errorf("the packages of %s: %w", o.Tag, err)
+			}
+			return err
+		}
+		fmt.Fprintln(stdout, res.Ref)
 	}
-	fmt.Fprintln(stdout, res.Ref)
 	return nil
+}
+
+// configuredBuilds are the builds of cfg's enabled languages that have a
+// packages table: each on the table's image, under the name the server
+// runs the language in.
+func configuredBuilds(cfg *config.Config) []imagebuild.Options {
+	var out []imagebuild.Options
+	for _, l := range cfg.Enabled() {
+		if l.Packages.Empty() {
+			continue
+		}
+		out = append(out, imagebuild.Options{
+			Base: l.BaseImage, Tag: l.Image,
+			Request: imagebuild.Request{Apt: l.Packages.Apt, Pip: l.Packages.Pip, Npm: l.Packages.Npm},
+		})
+	}
+	return out
 }

@@ -13,6 +13,9 @@ import (
 	"testing"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/imagebuild"
 )
 
 func writeRootfs(t *testing.T, dir string) string {
@@ -132,10 +135,43 @@ func TestParseBuild(t *testing.T) {
 		{[]string{"--from", "python", "--pip", "x>=1"}, "want NAME or NAME==VERSION"},
 		{[]string{"--from", "python", "--apt", "libgomp1"}, "--apt is not yet supported"},
 		{[]string{"--from", "python", "--apt", "-oX=1"}, `--apt: Debian package "-oX=1": want a package name`},
+		{[]string{"--configured"}, ""},
+		{[]string{"--configured", "--pip", "tinypkg"}, "give it alone"},
+		{[]string{"--configured", "--from", "python"}, "give it alone"},
 	} {
 		_, err := parseBuild(tc.args, io.Discard)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("parseBuild(%q) = %v; want %q", tc.args, err, tc.want)
 		}
+	}
+}
+
+func TestConfiguredBuilds(t *testing.T) {
+	cfg, err := config.Parse(`
+[languages.python]
+packages = { pip = ["tinypkg"] }
+[languages.javascript]
+image = "example.test/node:1"
+packages = { npm = ["tinynpm@1.0.0"] }
+[languages.bash]
+image = "example.test/sh:1"
+command = ["bash"]
+file = "main.sh"
+`, "test.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := configuredBuilds(cfg)
+	js, _ := cfg.Language("javascript")
+	py, _ := cfg.Language("python")
+	want := []imagebuild.Options{
+		{Base: "example.test/node:1", Tag: js.Image, Request: imagebuild.Request{Npm: []string{"tinynpm@1.0.0"}}},
+		{Base: "localhost/code-sandbox-mcp/python:trixie", Tag: py.Image, Request: imagebuild.Request{Pip: []string{"tinypkg"}}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("configuredBuilds =\n%+v\nwant\n%+v", got, want)
+	}
+	if got := configuredBuilds(config.Default()); len(got) != 0 {
+		t.Errorf("configuredBuilds of the defaults = %+v; want none", got)
 	}
 }

@@ -202,6 +202,16 @@ func ImportHint(cfg *config.Config) string {
 	return command(cfg, "images", "import", "FILE")
 }
 
+// BuildHint is the command that builds the images of cfg's languages'
+// packages tables.
+func BuildHint(cfg *config.Config) string {
+	args := []string{"images", "build", "--configured"}
+	if cfg.File != "" {
+		args = append([]string{"--config", cfg.File}, args...)
+	}
+	return command(cfg, args...)
+}
+
 // DoctorHint is the command that diagnoses cfg's set-up.
 func DoctorHint(cfg *config.Config) string {
 	return command(cfg, "doctor")

@@ -41,6 +41,11 @@ func ResolveSnapshotter(ctx context.Context, c *containerd.Client, name string) 
 // caller knows the command that imports it, and adds it.
 func (l *Language) missingImage(pullErr error) error {
 	c, ns := l.cfg, l.c.Namespace
+	if !c.Packages.Empty() {
+		// Built here, never pulled: a registry cannot have it.
+		return fmt.Errorf("image %s for %s, %s with the language's packages, is not built in containerd namespace %q: build it with `code-sandbox-mcp images build --configured` as root, with this server's configuration (`make setup` runs it): %w",
+			c.Image, c.Name, c.BaseImage, ns, errdefs.ErrFailedPrecondition)
+	}
 	if pullErr != nil {
 		return fmt.Errorf("image %s for %s is not in containerd namespace %q, and its registry does not have it either (%v): %w",
 			c.Image, c.Name, ns, pullErr, errdefs.ErrNotFound)
@@ -56,7 +61,7 @@ func (l *Language) prepareImage(ctx context.Context) (_ *sandbox.Image, pulled b
 	h, name := l.c.Host, l.cfg.Image
 	img, err := h.Client.GetImage(ctx, name)
 	switch {
-	case errdefs.IsNotFound(err) && l.c.Pull:
+	case errdefs.IsNotFound(err) && l.c.Pull && l.cfg.Packages.Empty():
 		pulled = true
 		h.Log.Info("pulling image", "image", name)
 		img, err = h.Client.Pull(ctx, name, containerd.WithPullUnpack, containerd.WithPullSnapshotter(h.Snapshotter))

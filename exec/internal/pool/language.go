@@ -105,7 +105,7 @@ func (l *Language) Ready(ctx context.Context) (*sandbox.Image, error) {
 	}
 	if missing {
 		l.img = nil
-		if !l.c.Pull {
+		if !l.c.Pull || !l.cfg.Packages.Empty() {
 			l.mu.Unlock()
 			return nil, l.missingImage(nil)
 		}
