@@ -87,23 +87,30 @@ type mode struct {
 
 var modes = []mode{{name: "oneshot"}, {name: "session", session: true}, {name: "http", http: true}}
 
+// eachModeRuns are the modes eachMode runs: modes, but for
+// TestIsolationBuiltImage's run of the cases.
+var eachModeRuns = modes
+
 // eachMode runs f once per mode, as the subtests TEST/oneshot,
 // TEST/session and TEST/http. The stdio modes share one server, as the
 // suite had one server per test before the http mode: a server's start
 // and exit, with its pool, cost a second or more, per test and mode. It
-// stops when TEST ends, or before TEST/http, so that one server runs at a
-// time (serverPID).
+// stops before TEST/http, so that one server runs at a time (serverPID),
+// or after the last mode (or when TEST ends, if a mode stopped it short).
 func eachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	t.Helper()
 	stdio := &stdioServer{t: t}
 	t.Cleanup(stdio.stop)
-	for _, m := range modes {
+	for _, m := range eachModeRuns {
 		m.stdio = stdio
 		if m.http {
 			stdio.stop()
 		}
 		t.Run(m.name, func(t *testing.T) { f(t, m) })
 	}
+	// Before the test's cleanups, which check its state directory: a run
+	// of the stdio modes alone has no http mode to stop it first.
+	stdio.stop()
 }
 
 // stdioServer is a test's one server over stdio, started by the first

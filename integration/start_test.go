@@ -11,6 +11,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -138,8 +139,16 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 	args := append(append([]string{}, spec.args...), "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace, "--log-level", "debug")
 	cmd := osexec.Command(mcpBinary(t), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, spec.env...)
+	if builtPythonImage != "" && !slices.ContainsFunc(spec.env, func(kv string) bool { return strings.HasPrefix(kv, "CONTAINER_") }) {
+		cmd.Env = append(cmd.Env, "CONTAINER_LANGUAGE=python", "CONTAINER_IMAGE="+builtPythonImage)
+	}
 	return cmd, stateDir
 }
+
+// builtPythonImage, when set, is the image every server the tests start
+// runs python in (CONTAINER_IMAGE), unless the test sets its own: for
+// TestIsolationBuiltImage's run of the isolation cases.
+var builtPythonImage string
 
 // startMCP starts the binary and initializes an MCP session with it. When
 // the test ends the client closes stdin, the server must exit cleanly, and
