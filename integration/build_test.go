@@ -293,6 +293,10 @@ func TestImagesBuildConfigured(t *testing.T) {
 	if !r.isError || !strings.Contains(r.text, tag) || !strings.Contains(r.text, "images build --configured") {
 		t.Errorf("a call before the build: %q (isError %v); want an error naming %s and images build --configured", r.text, r.isError, tag)
 	}
+	// pull is "missing" by default, but no registry has such an image.
+	if strings.Contains(s.stderr.String(), "pulling image") {
+		t.Errorf("the server tried to pull %s:\n%s", tag, s.stderr)
+	}
 
 	out, stderr, err := build()
 	if err != nil || out != tag+"\n" {
