@@ -204,7 +204,9 @@ type benchReport struct {
 	SoakHTTP    *soakHTTPRow       `json:"soak_http,omitempty"`
 	// StreamNotify is the latency from a print to its notification.
 	StreamNotify *notifyRow `json:"stream_notify,omitempty"`
-	Targets      []target   `json:"targets"`
+	// CPU splits the pace part's CPU per run by who spent it.
+	CPU     []cpuRow `json:"cpu,omitempty"`
+	Targets []target `json:"targets"`
 	Notes        []string   `json:"notes,omitempty"`
 }
 
@@ -257,6 +259,11 @@ func benchRunParts(b *testing.B, bin string, n, nSoak int, rep *benchReport) {
 	// throughput; idle RSS first.
 	if part("pool") {
 		poolRows(b, bin, pool, samples, rep)
+	}
+
+	// A Python hello at several think times, and its CPU split.
+	if part("pace") {
+		paceRows(b, bin, pool, n, rep)
 	}
 
 	// The pool before warm interpreters, and a warm call's phases.
@@ -442,7 +449,7 @@ func writeBench(b *testing.B, rep *benchReport) {
 }
 
 // benchPartNames are the parts of the run, in order, for BENCH_ONLY.
-var benchPartNames = []string{"floor", "pool", "cold", "phases", "session", "http", "stream", "platform", "pool0", "first", "soak", "soakhttp", "cli"}
+var benchPartNames = []string{"floor", "pool", "pace", "cold", "phases", "session", "http", "stream", "platform", "pool0", "first", "soak", "soakhttp", "cli"}
 
 // benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
 // (all of them when it is empty), and reports whether a part is to run.
@@ -1319,6 +1326,7 @@ func (r *benchReport) judge() {
 		add("first result <= 1 s after the server starts", true,
 			fmt.Sprintf("worst %.0f ms of %d starts (each: %v ms)", worst, len(r.FirstResult), r.FirstResult), worst <= 1000)
 	}
+	r.paceTargets()
 }
 
 // table renders the report as Markdown.
@@ -1328,6 +1336,7 @@ func (r *benchReport) table() string {
 	r.writeMeasures(&w)
 	r.writeRatios(&w)
 	r.writeExtras(&w)
+	r.writeCPU(&w)
 	r.writeTargets(&w)
 	return w.String()
 }
@@ -1446,7 +1455,7 @@ func (r *benchReport) writeExtras(w *strings.Builder) {
 
 // writeTargets writes the targets, met or not, and the notes.
 func (r *benchReport) writeTargets(w *strings.Builder) {
-	fmt.Fprintf(w, "\n| target (issues #5, #15) | got | |\n|---|---|---|\n")
+	fmt.Fprintf(w, "\n| target (issues #5, #15, #30) | got | |\n|---|---|---|\n")
 	for _, t := range r.Targets {
 		verdict := "not met"
 		switch {
