@@ -207,7 +207,7 @@ type benchReport struct {
 	// CPU splits the pace part's CPU per run by who spent it.
 	CPU     []cpuRow `json:"cpu,omitempty"`
 	Targets []target `json:"targets"`
-	Notes        []string   `json:"notes,omitempty"`
+	Notes   []string `json:"notes,omitempty"`
 }
 
 func BenchmarkSideBySide(b *testing.B) {

@@ -76,6 +76,13 @@ type Policy struct {
 	// Hard looks up the server's own hard limit of an rlimit ("RLIMIT_NOFILE"):
 	// a run's is never raised above it. Nil knows none.
 	Hard func(typ string) (uint64, bool)
+	// Background gives the sandbox's cgroup the CPU weight
+	// BackgroundCPUShares, so that a sandbox made ahead of any call (a
+	// pool's refill, its interpreter starting and importing) yields the
+	// CPU to the programs running; whoever takes it for a program raises
+	// it to the default (see the sandbox's Foreground). False leaves the
+	// runtime's default, as for a sandbox made for a call.
+	Background bool
 
 	// CodeHostDir is the host directory holding the program; it is bind
 	// mounted read-only at CodeDir. Empty mounts nothing.
@@ -181,6 +188,9 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 		ctroci.WithCPUCFS(quota, period),
 		ctroci.WithPidsLimit(l.Pids),
 	}
+	if p.Background {
+		opts = append(opts, ctroci.WithCPUShares(BackgroundCPUShares))
+	}
 	if p.SystemdCgroup {
 		opts = append(opts, withSystemdCgroupsPath)
 	}
@@ -276,6 +286,13 @@ func (p Policy) args() []string {
 func InitArgs(args []string) []string {
 	return append([]string{InitPath, "--"}, args...)
 }
+
+// BackgroundCPUShares is the cgroup v1 CPU shares of a background
+// sandbox: an eighth of the default 1024, so that it gets an eighth of
+// what a running program gets when both want a CPU, and all of an idle
+// one. runc gives cgroup v2 the weight 1 + (shares-2)*9999/262142 of it,
+// 5 against the default 100.
+const BackgroundCPUShares = 128
 
 // cfs converts a number of CPUs into a CFS quota over a 100 ms period.
 func cfs(cpus float64) (quota int64, period uint64) {

@@ -289,6 +289,15 @@ func TestSpecCgroupLimits(t *testing.T) {
 	if r.Pids == nil || r.Pids.Limit == nil || *r.Pids.Limit != 128 {
 		t.Errorf("pids: got %+v; want 128", r.Pids)
 	}
+	if r.CPU.Shares != nil {
+		t.Errorf("cpu shares: got %d; want the runtime's default for a sandbox made for a call", *r.CPU.Shares)
+	}
+	p := testPolicy()
+	p.Background = true
+	bg := generate(t, p).Linux.Resources.CPU
+	if bg == nil || bg.Shares == nil || *bg.Shares != BackgroundCPUShares || bg.Quota == nil || *bg.Quota != 150000 {
+		t.Errorf("background cpu: got %+v; want shares %d and the same quota", bg, BackgroundCPUShares)
+	}
 }
 
 func TestSpecSeccomp(t *testing.T) {

@@ -93,7 +93,13 @@ func (l *Language) WarmDriver() string {
 // as how says, carrying the language's warm driver while its pool starts
 // sandboxes warm.
 func (l *Language) NewSandbox(ctx context.Context, img *sandbox.Image, deadline time.Time, how sandbox.How) (*sandbox.Sandbox, error) {
-	return l.c.Host.New(ctx, l.cfg, sandbox.Options{Image: img, Deadline: deadline, How: how, WarmDriver: l.WarmDriver()})
+	return l.newSandbox(ctx, img, deadline, how, false)
+}
+
+// newSandbox is NewSandbox, made in the background (a ready sandbox of
+// the pool: see sandbox.Options.Background) if background.
+func (l *Language) newSandbox(ctx context.Context, img *sandbox.Image, deadline time.Time, how sandbox.How, background bool) (*sandbox.Sandbox, error) {
+	return l.c.Host.New(ctx, l.cfg, sandbox.Options{Image: img, Deadline: deadline, How: how, WarmDriver: l.WarmDriver(), Background: background})
 }
 
 // busyFor is how long after a call found the pool empty the filler makes
@@ -173,6 +179,7 @@ func (p *pool) take(code string) *sandbox.Sandbox {
 			p.l.c.Retire(s)
 			continue
 		}
+		s.Foreground()
 		return s
 	}
 }
@@ -309,7 +316,7 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox.Sandbox, er
 		if preloaded {
 			how = sandbox.Preloaded
 		}
-		s, err := p.l.NewSandbox(ctx, img, deadline, how)
+		s, err := p.l.newSandbox(ctx, img, deadline, how, true)
 		if err != nil {
 			// As for the stub, below: this one goes without.
 			if ctx.Err() != nil || errors.Is(err, uid.ErrNoneFree) {
@@ -328,7 +335,7 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox.Sandbox, er
 		}
 	}
 	if p.ahead.Load() {
-		s, err := p.l.NewSandbox(ctx, img, deadline, sandbox.Stub)
+		s, err := p.l.newSandbox(ctx, img, deadline, sandbox.Stub, true)
 		// No free uid is no fault of the stub: a sandbox without it
 		// would not get one either.
 		if err == nil || ctx.Err() != nil || errors.Is(err, uid.ErrNoneFree) {
@@ -341,7 +348,7 @@ func (p *pool) create(ctx context.Context, preloaded bool) (*sandbox.Sandbox, er
 			h.Log.Info("ready sandboxes will be created without being started while the waiting /bin/sh cannot start", "language", p.l.cfg.Name, "err", err)
 		}
 	}
-	return p.l.NewSandbox(ctx, img, deadline, sandbox.OnRun)
+	return p.l.newSandbox(ctx, img, deadline, sandbox.OnRun, true)
 }
 
 // expire replaces ready sandboxes that may no longer be used: older than

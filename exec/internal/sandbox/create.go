@@ -76,6 +76,9 @@ func (h *Host) New(ctx context.Context, lang config.Language, o Options) (_ *San
 	if err := s.createTask(ctx); err != nil {
 		return nil, err
 	}
+	if o.Background {
+		s.cpuCgroup = watch.CgroupDir(s.task.Pid(), "cpu")
+	}
 	if err := s.startAhead(ctx); err != nil {
 		return nil, err
 	}
@@ -238,6 +241,7 @@ func (s *Sandbox) createContainer(ctx context.Context, labels map[string]string,
 		imageEnv: s.img.Env, passEnv: h.PassEnv, hard: h.Hard, uid: s.uid, initPath: h.Init,
 		codeDir: filepath.Join(s.dir, "code"), workspaceDir: filepath.Join(s.dir, workspace.Dir),
 	})
+	policy.Background = o.Background
 	driver := ""
 	if s.session == nil {
 		driver = o.WarmDriver

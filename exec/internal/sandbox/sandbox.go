@@ -12,9 +12,13 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -111,6 +115,9 @@ type Options struct {
 	// Session, if set, has the task run the language's session driver on
 	// these streams instead of a program, started at once.
 	Session *SessionStreams
+	// Background makes it with a low CPU weight (oci.Policy.Background),
+	// for a sandbox made ahead of any call; Foreground raises it.
+	Background bool
 }
 
 // SessionStreams are the standard streams of a session's driver.
@@ -150,6 +157,10 @@ type Sandbox struct {
 	pidfd     int
 	hasPidfd  bool
 	memCgroup string          // host directory of its memory cgroup; "" if unknown
+	// cpuCgroup is the host directory of its cpu cgroup while it runs
+	// with the background CPU weight, which Foreground raises; "" for a
+	// sandbox made in the foreground, or once raised.
+	cpuCgroup string
 	ooms      *watch.OOMCount // its memory cgroup's count of OOM kills
 	// oomsTold counts the OOM kills in its memory cgroup that are not its
 	// process's to explain: in a session, those before the cell now
@@ -199,6 +210,27 @@ func (s *Sandbox) Warm() bool { return s.warm != nil }
 // Preloaded reports whether it waits warm with the language's preloads
 // imported.
 func (s *Sandbox) Preloaded() bool { return s.warm != nil && s.warm.preloaded }
+
+// Foreground gives a sandbox made in the background the CPU weight of
+// one made for a call: cgroup v1's default shares, 1024, or v2's default
+// weight, 100, written to its cgroup directly (a write, not a runc
+// update, which would cost a process on the call's path). Whoever takes
+// a ready sandbox for a program calls it first. A failed write is logged
+// and the program runs anyway, at the lower weight.
+func (s *Sandbox) Foreground() {
+	dir := s.cpuCgroup
+	if dir == "" {
+		return
+	}
+	s.cpuCgroup = ""
+	err := os.WriteFile(filepath.Join(dir, "cpu.shares"), []byte("1024"), 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = os.WriteFile(filepath.Join(dir, "cpu.weight"), []byte("100"), 0)
+	}
+	if err != nil {
+		s.h.Log.Warn("cannot raise a ready sandbox's CPU weight; its program runs at the background weight", "run", s.id, "cgroup", dir, "err", err)
+	}
+}
 
 // MemoryCgroup is the host directory of its memory cgroup, or "".
 func (s *Sandbox) MemoryCgroup() string { return s.memCgroup }

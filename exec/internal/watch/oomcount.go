@@ -10,21 +10,29 @@ import (
 // cgroupRoot is where the host's cgroup file systems are mounted.
 const cgroupRoot = "/sys/fs/cgroup"
 
-// memoryCgroup returns the host directory of the memory cgroup that the
+// MemoryCgroup returns the host directory of the memory cgroup that the
 // process pid is in, read from /proc/PID/cgroup: the memory controller's
 // own hierarchy on cgroup v1 (or hybrid), the unified one on v2. It
 // returns "" if it cannot tell.
-func MemoryCgroup(pid uint32) string {
+func MemoryCgroup(pid uint32) string { return CgroupDir(pid, "memory") }
+
+// CgroupDir returns the host directory of the cgroup of controller (such
+// as "memory" or "cpu") that the process pid is in: the controller's own
+// hierarchy on cgroup v1 (or hybrid), the unified one on v2; "" if it
+// cannot tell.
+func CgroupDir(pid uint32, controller string) string {
 	b, err := os.ReadFile("/proc/" + strconv.FormatUint(uint64(pid), 10) + "/cgroup")
 	if err != nil {
 		return ""
 	}
-	return memoryCgroupOf(string(b), cgroupRoot)
+	return cgroupDirOf(string(b), cgroupRoot, controller)
 }
 
-// memoryCgroupOf finds the memory cgroup's directory under root in the
-// content of a /proc/PID/cgroup file.
-func memoryCgroupOf(procCgroup, root string) string {
+// cgroupDirOf finds controller's cgroup directory under root in the
+// content of a /proc/PID/cgroup file. A v1 hierarchy is mounted at
+// root/CONTROLLER (Debian and systemd link cpu and cpuacct to their
+// shared cpu,cpuacct).
+func cgroupDirOf(procCgroup, root, controller string) string {
 	var unified string
 	for _, line := range strings.Split(procCgroup, "\n") {
 		f := strings.SplitN(line, ":", 3)
@@ -36,8 +44,8 @@ func memoryCgroupOf(procCgroup, root string) string {
 			continue
 		}
 		for _, c := range strings.Split(f[1], ",") {
-			if c == "memory" {
-				return filepath.Join(root, "memory", f[2])
+			if c == controller {
+				return filepath.Join(root, controller, f[2])
 			}
 		}
 	}

@@ -6,15 +6,18 @@ import (
 	"testing"
 )
 
-func TestMemoryCgroupOf(t *testing.T) {
+func TestCgroupDirOf(t *testing.T) {
 	for _, tc := range []struct{ name, proc, want string }{
 		{"v1 hybrid", "12:pids:/code-sandbox/csm-1\n7:cpu,cpuacct:/code-sandbox/csm-1\n5:memory:/code-sandbox/csm-1\n0::/\n", "/r/memory/code-sandbox/csm-1"},
 		{"v2", "0::/code-sandbox/csm-1\n", "/r/code-sandbox/csm-1"},
 		{"none", "garbage\n", ""},
 	} {
-		if got := memoryCgroupOf(tc.proc, "/r"); got != tc.want {
+		if got := cgroupDirOf(tc.proc, "/r", "memory"); got != tc.want {
 			t.Errorf("%s: got %q; want %q", tc.name, got, tc.want)
 		}
+	}
+	if got, want := cgroupDirOf("7:cpu,cpuacct:/code-sandbox/csm-1\n5:memory:/x\n", "/r", "cpu"), "/r/cpu/code-sandbox/csm-1"; got != want {
+		t.Errorf("cpu: got %q; want %q", got, want)
 	}
 }
 

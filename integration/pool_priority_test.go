@@ -1,0 +1,123 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sandboxoci "code-sandbox-mcp/oci"
+)
+
+// hostCPUWeight reads the CPU weight of the cgroup of process pid from
+// the host: "cpu.shares N" (cgroup v1) or "cpu.weight N" (v2). A program
+// cannot read its own: the sandbox has no cgroup file system.
+func hostCPUWeight(t *testing.T, pid uint32) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// cgroup v1's cpu hierarchy if there is one, else v2's unified one.
+	var dir string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		switch {
+		case len(f) != 3:
+		case slices.Contains(strings.Split(f[1], ","), "cpu"):
+			dir = filepath.Join("/sys/fs/cgroup/cpu", f[2])
+		case f[0] == "0" && f[1] == "" && dir == "":
+			dir = filepath.Join("/sys/fs/cgroup", f[2])
+		}
+	}
+	for _, name := range []string{"cpu.shares", "cpu.weight"} {
+		if v, err := os.ReadFile(filepath.Join(dir, name)); dir != "" && err == nil {
+			return name + " " + strings.TrimSpace(string(v))
+		}
+	}
+	t.Fatalf("no cpu cgroup weight for pid %d in:\n%s", pid, b)
+	return ""
+}
+
+// TestPoolReadySandboxesYieldTheCPU: the pool's ready sandboxes are made,
+// and their warm interpreters start and import, at the background CPU
+// weight (issue 30: a refill must not compete with a running call), and a
+// program taken from the pool runs at the default weight, the one a
+// sandbox made for the call has.
+func TestPoolReadySandboxesYieldTheCPU(t *testing.T) {
+	s := startMCP(t, serverSpec{config: "[languages.javascript]\npool = 0\n"})
+	ctx := testContext(t)
+	var warm []string
+	if !waitFor(90*time.Second, func() bool {
+		ts, err := sandboxTasks(ctx)
+		warm = ts.warm
+		return err == nil && len(ts.warm) == 2 && len(ts.warming) == 0
+	}) {
+		t.Fatalf("python's pool does not hold 2 warm sandboxes after 90s: %v", warm)
+	}
+	background := map[string]string{"cpu.shares": fmt.Sprint(sandboxoci.BackgroundCPUShares), "cpu.weight": "5"}
+	for _, id := range warm {
+		c, err := testClient.LoadContainer(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := c.Task(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := hostCPUWeight(t, task.Pid())
+		name, v, _ := strings.Cut(got, " ")
+		if background[name] != v {
+			t.Errorf("ready sandbox %s waits at %s; want %s %s", id, got, name, background[name])
+		}
+	}
+
+	// While a program taken from the pool runs, and one in a sandbox made
+	// for its call (javascript has no pool here), their cgroups have the
+	// default weight.
+	def := map[string]string{"cpu.shares": "1024", "cpu.weight": "100"}
+	for _, tc := range []struct {
+		tool, src string
+		pooled    bool
+	}{
+		{"run_python_code", "import time; time.sleep(4)", true},
+		{"run_js_code", "setTimeout(() => {}, 4000)", false},
+	} {
+		done := make(chan toolResult, 1)
+		go func() { done <- s.call(ctx, t, tc.tool, code(tc.src)) }()
+		var id string
+		var pid uint32
+		if !waitFor(3*time.Second, func() bool {
+			ts, err := sandboxTasks(ctx)
+			if err != nil || len(ts.running) != 1 {
+				return false
+			}
+			c, err := testClient.LoadContainer(ctx, ts.running[0])
+			if err != nil {
+				return false
+			}
+			task, err := c.Task(ctx, nil)
+			if err != nil {
+				return false
+			}
+			id, pid = ts.running[0], task.Pid()
+			return true
+		}) {
+			t.Fatalf("%s: no sandbox running its program within 3s", tc.tool)
+		}
+		if slices.Contains(warm, id) != tc.pooled {
+			t.Errorf("%s ran in %s; ready sandboxes were %v, want it pooled: %v", tc.tool, id, warm, tc.pooled)
+		}
+		got := hostCPUWeight(t, pid)
+		name, v, _ := strings.Cut(got, " ")
+		if def[name] != v {
+			t.Errorf("%s (pooled %v): its program runs at %s; want %s %s, the default weight", tc.tool, tc.pooled, got, name, def[name])
+		}
+		if r := <-done; r.isError {
+			t.Errorf("%s: %s", tc.tool, r.text)
+		}
+	}
+}
