@@ -34,8 +34,9 @@ func NpmInstall(ctx context.Context, specs []string, stage string, env []string,
 	cmd.Env = env
 	cmd.Dir = stage
 	var out bytes.Buffer
-	cmd.Stdout = io.MultiWriter(log, &out)
-	cmd.Stderr = io.MultiWriter(log, &out)
+	// One writer for both, so that os/exec copies them in one goroutine.
+	w := io.MultiWriter(log, &out)
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
 		if name := npmMissing(out.String(), specs); name != "" {
 			return nil, nil, fmt.Errorf("npm could not find %s: check the name and version, and the registry npm is configured with (npm_config_registry, .npmrc)", name)

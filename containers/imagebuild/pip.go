@@ -78,8 +78,9 @@ func DownloadWheels(ctx context.Context, specs []string, version, dir string, en
 	cmd := osexec.CommandContext(ctx, "python3", args...)
 	cmd.Env = env
 	var out bytes.Buffer
-	cmd.Stdout = io.MultiWriter(log, &out)
-	cmd.Stderr = io.MultiWriter(log, &out)
+	// One writer for both, so that os/exec copies them in one goroutine.
+	w := io.MultiWriter(log, &out)
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
 		if strings.Contains(out.String(), "No module named pip") {
 			return errors.New("--pip needs pip on this host to download wheels; install python3-pip")
