@@ -1,7 +1,9 @@
 package integration
 
-// images build, end to end: wheels from a PEP 503 index this test serves
-// on loopback, installed into a derived image the server then runs.
+// images build, end to end: wheels from a PEP 503 index, npm packages
+// from a registry and Debian packages from a flat apt repository, each
+// served by the test on loopback, installed into a derived image the
+// server then runs.
 
 import (
 	"archive/tar"
@@ -20,12 +22,16 @@ import (
 	"net/http/httptest"
 	"os"
 	osexec "os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/errdefs"
+	"github.com/containerd/platforms"
 
 	"code-sandbox-mcp/config"
 )
@@ -325,4 +331,241 @@ func TestImagesBuildConfiguredNone(t *testing.T) {
 	if err != nil || out != "" || !strings.Contains(stderr, "nothing to build") {
 		t.Errorf("images build --configured without packages: %v, stdout %q, stderr %q; want nothing built", err, out, stderr)
 	}
+}
+
+// buildDeb builds package name 1.0-1 (architecture all) of the files
+// given, paths relative to its root, with the host's dpkg-deb; a postinst
+// is its maintainer script.
+func buildDeb(t *testing.T, name string, files map[string]string) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	tree := filepath.Join(dir, name)
+	files["DEBIAN/control"] = "Package: " + name + "\nVersion: 1.0-1\nArchitecture: all\nMaintainer: Test <test@example.org>\nDescription: a tiny package for the build test\n"
+	for p, body := range files {
+		mode := os.FileMode(0o644)
+		if strings.HasPrefix(p, "DEBIAN/post") {
+			mode = 0o755
+		}
+		p = filepath.Join(tree, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deb := filepath.Join(dir, name+".deb")
+	if out, err := osexec.Command("dpkg-deb", "--root-owner-group", "--build", tree, deb).CombinedOutput(); err != nil {
+		t.Fatalf("dpkg-deb --build: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(deb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// aptRepo serves a flat apt repository (Packages and an unsigned
+// Release) on loopback, and returns its sources.list line. It holds
+// tinydeb, with a file /usr/share/tinydeb/hello.txt and a postinst that
+// writes /etc/tinydeb-configured saying whether it could connect to the
+// repository and which network interfaces it saw, and tinyfail, whose
+// postinst fails.
+func aptRepo(t *testing.T) string {
+	t.Helper()
+	debs := map[string][]byte{}
+	var packages, release []byte
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := path.Clean(r.URL.Path); p {
+		case "/Release":
+			w.Write(release)
+		case "/Packages":
+			w.Write(packages)
+		default:
+			if b, ok := debs[strings.TrimPrefix(p, "/")]; ok {
+				w.Write(b)
+				return
+			}
+			http.NotFound(w, r)
+		}
+	}))
+	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, files := range map[string]map[string]string{
+		"tinydeb": {
+			"usr/share/tinydeb/hello.txt": "tinydeb says hello\n",
+			"DEBIAN/postinst": fmt.Sprintf(`#!/bin/bash
+set -e
+if (exec 3<>/dev/tcp/%s/%s) 2>/dev/null; then net="network"; else net="no network"; fi
+ifaces=$(sed -n 's/^ *\([^ :]*\):.*/\1/p' /proc/net/dev | tr '\n' ' ')
+echo "$net; interfaces: $ifaces" > /etc/tinydeb-configured
+`, host, port),
+		},
+		"tinyfail": {
+			"usr/share/tinyfail/x": "x\n",
+			"DEBIAN/postinst":      "#!/bin/sh\necho 'tinyfail: this postinst fails' >&2\nexit 3\n",
+		},
+	} {
+		deb := buildDeb(t, name, files)
+		file := name + "_1.0-1_all.deb"
+		debs[file] = deb
+		sum := sha256.Sum256(deb)
+		packages = fmt.Appendf(packages, "Package: %s\nVersion: 1.0-1\nArchitecture: all\nMaintainer: Test <test@example.org>\nFilename: ./%s\nSize: %d\nSHA256: %s\nDescription: a tiny package for the build test\n\n", name, file, len(deb), hex.EncodeToString(sum[:]))
+	}
+	psum := sha256.Sum256(packages)
+	release = fmt.Appendf(nil, "Origin: test\nLabel: test\nDate: %s\nSHA256:\n %s %d Packages\n", time.Now().UTC().Format("Mon, 02 Jan 2006 15:04:05 UTC"), hex.EncodeToString(psum[:]), len(packages))
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return "deb [trusted=yes] " + srv.URL + "/ ./"
+}
+
+// buildMounts are the mounts of images build's snapshots left on the host.
+func buildMounts(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], "code-sandbox-mcp-build") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+func TestImagesBuildApt(t *testing.T) {
+	index := pipIndex(t)
+	source := aptRepo(t)
+	ctx := testContext(t)
+	tag := "localhost/code-sandbox-mcp/python-custom:" + strings.ToLower(t.Name())
+	t.Cleanup(func() {
+		if err := testClient.ImageService().Delete(ctx, tag, images.SynchronousDelete()); err != nil && !errdefs.IsNotFound(err) {
+			t.Errorf("delete %s: %v", tag, err)
+		}
+	})
+	if _, err := os.Stat("/etc/tinydeb-configured"); err == nil {
+		t.Fatal("/etc/tinydeb-configured is on the host before the build")
+	}
+	args := []string{"--from", "python", "--apt", "tinydeb", "--apt-source", source, "--pip", "tinypkg", "--tag", tag}
+
+	out, stderr, err := imagesBuild(t, index, args...)
+	if err != nil || out != tag+"\n" {
+		t.Fatalf("images build: %v, stdout %q; want %s\nstderr:\n%s", err, out, tag, stderr)
+	}
+	if _, err := os.Stat("/etc/tinydeb-configured"); err == nil {
+		t.Error("tinydeb's postinst wrote /etc/tinydeb-configured on the host")
+	}
+	if m := buildMounts(t); len(m) != 0 {
+		t.Errorf("mounts left after the build: %q", m)
+	}
+	first, err := testClient.ImageService().Get(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Nothing dpkg's step mounted or put there for itself is in the
+	// new layer.
+	for _, name := range lastLayer(t, first) {
+		for _, bad := range []string{"dev/", "proc/", "var/cache/code-sandbox-mcp-debs", "usr/sbin/policy-rc.d", "var/log/dpkg.log", "var/lib/dpkg/status-old", "var/cache/apt/"} {
+			if strings.HasPrefix(strings.TrimPrefix(name, "./"), bad) {
+				t.Errorf("the new layer holds %s", name)
+			}
+		}
+	}
+
+	// A second build of the same is a no-op.
+	out, stderr, err = imagesBuild(t, index, args...)
+	if err != nil || out != tag+"\n" || !strings.Contains(stderr, "up to date") || strings.Contains(stderr, "downloading") {
+		t.Errorf("second images build: %v, stdout %q, stderr:\n%s\nwant the tag and \"up to date\", no download", err, out, stderr)
+	}
+	if second, err := testClient.ImageService().Get(ctx, tag); err != nil || second.Target.Digest != first.Target.Digest {
+		t.Errorf("after the second build: %v, digest %s; want %s unchanged", err, second.Target.Digest, first.Target.Digest)
+	}
+
+	// A package the repository does not have fails with its name, and
+	// leaves no image and no mount.
+	_, stderr, err = imagesBuild(t, index, "--from", "python", "--apt", "not-there-deb", "--apt-source", source, "--tag", tag+"-missing")
+	if err == nil || !strings.Contains(stderr, "could not find Debian package not-there-deb") {
+		t.Errorf("build of a missing package: %v, stderr:\n%s\nwant a failure naming not-there-deb", err, stderr)
+	}
+	if _, err := testClient.ImageService().Get(ctx, tag+"-missing"); err == nil {
+		t.Errorf("the failed build left image %s-missing", tag)
+	}
+	if m := buildMounts(t); len(m) != 0 {
+		t.Errorf("mounts left after the failed build: %q", m)
+	}
+
+	// A package whose maintainer script fails fails the build with its
+	// name and dpkg's output, and leaves no image and no mount.
+	_, stderr, err = imagesBuild(t, index, "--from", "python", "--apt", "tinyfail", "--apt-source", source, "--tag", tag+"-fail")
+	if err == nil || !strings.Contains(stderr, "dpkg could not install tinyfail") || !strings.Contains(stderr, "its output ends:") || !strings.Contains(stderr, "tinyfail: this postinst fails") {
+		t.Errorf("build of a failing package: %v, stderr:\n%s\nwant a failure naming tinyfail with dpkg's output", err, stderr)
+	}
+	if _, err := testClient.ImageService().Get(ctx, tag+"-fail"); err == nil {
+		t.Errorf("the failed build left image %s-fail", tag)
+	}
+	if m := buildMounts(t); len(m) != 0 {
+		t.Errorf("mounts left after the failed dpkg: %q", m)
+	}
+
+	// The sandbox has both, under the same hardening.
+	repo := strings.TrimSuffix(strings.TrimPrefix(strings.Fields(source)[2], "http://"), "/")
+	host, port, err := net.SplitHostPort(repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := startMCP(t, serverSpec{config: fmt.Sprintf("[languages.python]\nimage = %q\npool = 0\n", tag)})
+	for _, tc := range []struct{ src, want string }{
+		{"print(open('/usr/share/tinydeb/hello.txt').read(), end='')", "tinydeb says hello\n"},
+		{"import tinypkg; print(tinypkg.VALUE)", "tinypkg says hello\n"},
+		// The postinst ran in the image, without network: no connection
+		// to the repository on the host's loopback, and no interface but
+		// the namespace's loopback.
+		{"print(open('/etc/tinydeb-configured').read(), end='')", "no network; interfaces: lo \n"},
+		{"import json; m = json.load(open('/etc/code-sandbox-mcp/packages.json')); print([(p['name'], p['version'], p['requested']) for p in m['apt']])", "[('tinydeb', '1.0-1', True)]\n"},
+		{"import os; print(os.path.exists('/var/cache/code-sandbox-mcp-debs'), os.path.exists('/usr/sbin/policy-rc.d'))", "False False\n"},
+		{"import os; print(os.getuid() != 0)", "True\n"},
+		{"try:\n open('/usr/x', 'w')\nexcept OSError as e:\n print(e.errno == 30)", "True\n"},
+		{fmt.Sprintf("import socket\ntry:\n socket.create_connection(('%s', %s), 2)\n print('reached the host')\nexcept OSError:\n print('no network')", host, port), "no network\n"},
+	} {
+		r := s.call(ctx, t, "run_python_code", code(tc.src))
+		if r.text != tc.want || r.isError {
+			t.Errorf("%q: %q (isError %v, stderr %q); want %q", tc.src, r.text, r.isError, r.out.Stderr, tc.want)
+		}
+	}
+}
+
+// lastLayer lists the entries of img's last layer.
+func lastLayer(t *testing.T, img images.Image) []string {
+	t.Helper()
+	ctx := testContext(t)
+	cs := testClient.ContentStore()
+	m, err := images.Manifest(ctx, cs, img.Target, platforms.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob, err := content.ReadBlob(ctx, cs, m.Layers[len(m.Layers)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(blob))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names = append(names, h.Name)
+	}
+	if len(names) == 0 {
+		t.Fatal("the new layer is empty")
+	}
+	return names
 }

@@ -28,17 +28,21 @@ const imagesUsage = `usage:
   images list             list containerd's images: name, digest, size, unpacked
   images pack --rootfs ROOTFS.tar --ref REF [--env K=V]... [--workdir DIR] [--user U] [--cmd ARG]... --out OUT.tar
                           pack a root file system tar into an OCI image archive (needs no containerd)
-  images build --from python|javascript|REF [--pip PKG[==V],...] [--npm PKG[@V],...] [--tag REF]
+  images build --from python|javascript|REF [--apt PKG,...] [--apt-source LINE]... [--pip PKG[==V],...] [--npm PKG[@V],...] [--tag REF]
                           build an image of the base with more packages, as root, and store it in
                           containerd; prints its name (progress goes to stderr). --from names a
-                          language (its configured image) or any image in containerd. Wheels come
-                          from this host's pip and its index (PIP_INDEX_URL, pip.conf) and are
-                          unpacked by this program; npm packages from this host's npm and its
-                          registry, installed with --ignore-scripts into /usr/local/lib/node_modules
-                          (NODE_PATH): no package code runs. --tag defaults to
+                          language (its configured image) or any image in containerd. Debian
+                          packages are downloaded by this host's apt-get from the image's own apt
+                          sources (or the --apt-source lines, such as
+                          "deb [trusted=yes] http://127.0.0.1:8080/ ./", instead) and installed by
+                          the image's dpkg in a chroot without network: their maintainer scripts run
+                          as root there, never on this host. Wheels come from this host's pip and
+                          its index (PIP_INDEX_URL, pip.conf) and are unpacked by this program; npm
+                          packages from this host's npm and its registry, installed with
+                          --ignore-scripts into /usr/local/lib/node_modules (NODE_PATH): no pip or
+                          npm package code runs. --tag defaults to
                           localhost/code-sandbox-mcp/NAME-custom:KEY, KEY a hash of base and
-                          packages; a second build of the same is a no-op. --apt is not yet
-                          supported.
+                          packages; a second build of the same is a no-op.
   images build --configured
                           build the image of each enabled language that has a [languages.NAME]
                           packages table, on its image, as the server runs it
@@ -289,7 +293,9 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 	fs.StringVar(&b.tag, "tag", "", "the new image's `REF`")
 	pip := fs.String("pip", "", "Python packages, `PKG[==V],...`")
 	npm := fs.String("npm", "", "npm packages, `PKG[@V],...`")
-	apt := fs.String("apt", "", "Debian packages, `PKG,...` (not yet supported)")
+	apt := fs.String("apt", "", "Debian packages, `PKG,...`")
+	var sources repeated
+	fs.Var(&sources, "apt-source", "a sources.list `LINE` to download Debian packages from instead of the image's sources; repeat for more")
 	fs.BoolVar(&b.configured, "configured", false, "build the image of each language with a packages table instead")
 	if err := fs.Parse(args); err != nil {
 		return b, err
@@ -299,7 +305,7 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 	case fs.NArg() != 0:
 		fs.Usage()
 		return b, fmt.Errorf("unexpected arguments %q", fs.Args())
-	case b.configured && (b.from != "" || b.tag != "" || *pip != "" || *npm != "" || *apt != ""):
+	case b.configured && (b.from != "" || b.tag != "" || *pip != "" || *npm != "" || *apt != "" || len(sources) != 0):
 		return b, errors.New("--configured builds what the configuration's packages tables list; give it alone, or give --from and packages instead")
 	case b.configured:
 		return b, nil
@@ -316,11 +322,18 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 	if b.req.Apt, err = pkgspec.Apt(pkgspec.SplitList(*apt)); err != nil {
 		return b, fmt.Errorf("--apt: %w", err)
 	}
+	for _, line := range sources {
+		s, err := imagebuild.ParseAptSource(line)
+		if err != nil {
+			return b, err
+		}
+		b.req.AptSources = append(b.req.AptSources, s)
+	}
 	switch {
-	case len(b.req.Apt) != 0:
-		return b, errors.New("--apt is not yet supported; build the base with the packages added to containers/LANG.packages (make images), then add Python packages with --pip")
-	case len(b.req.Pip) == 0 && len(b.req.Npm) == 0:
-		return b, errors.New("nothing to add; name packages with --pip or --npm")
+	case len(b.req.AptSources) != 0 && len(b.req.Apt) == 0:
+		return b, errors.New("--apt-source without --apt: name the Debian packages to add with --apt")
+	case len(b.req.Apt) == 0 && len(b.req.Pip) == 0 && len(b.req.Npm) == 0:
+		return b, errors.New("nothing to add; name packages with --apt, --pip or --npm")
 	}
 	return b, nil
 }

@@ -133,11 +133,16 @@ func TestParseBuild(t *testing.T) {
 		{[]string{"--from", "python"}, "nothing to add"},
 		{[]string{"--from", "javascript", "--npm", "tinynpm@1.0.0"}, ""},
 		{[]string{"--from", "python", "--pip", "x>=1"}, "want NAME or NAME==VERSION"},
-		{[]string{"--from", "python", "--apt", "libgomp1"}, "--apt is not yet supported"},
+		{[]string{"--from", "python", "--apt", "libgomp1"}, ""},
+		{[]string{"--from", "python", "--apt", "tinydeb", "--apt-source", "deb [trusted=yes] http://127.0.0.1:8080/ ./", "--apt-source", "deb http://deb.debian.org/debian trixie main"}, ""},
+		{[]string{"--from", "python", "--apt", "tinydeb", "--apt-source", "deb-src http://deb.debian.org/debian trixie main"}, "want one sources.list line"},
+		{[]string{"--from", "python", "--apt", "tinydeb", "--apt-source", "deb http://x/ ./\ndeb http://y/ ./"}, "want one sources.list line"},
+		{[]string{"--from", "python", "--pip", "tinypkg", "--apt-source", "deb http://x/ ./"}, "--apt-source without --apt"},
 		{[]string{"--from", "python", "--apt", "-oX=1"}, `--apt: Debian package "-oX=1": want a package name`},
 		{[]string{"--configured"}, ""},
 		{[]string{"--configured", "--pip", "tinypkg"}, "give it alone"},
 		{[]string{"--configured", "--from", "python"}, "give it alone"},
+		{[]string{"--configured", "--apt-source", "deb http://x/ ./"}, "give it alone"},
 	} {
 		_, err := parseBuild(tc.args, io.Discard)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {

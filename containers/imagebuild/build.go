@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -33,10 +32,9 @@ type Options struct {
 	Base string
 	// Tag is the new image's reference; empty means DefaultTag's.
 	Tag string
-	// Request is what to add. Apt must be empty: Debian packages are
-	// the command's, built into the base before this runs.
+	// Request is what to add.
 	Request Request
-	// Env is the environment of the host's pip.
+	// Env is the environment of the host's apt-get, pip and npm.
 	Env []string
 	// Log gets progress and the package tools' output.
 	Log io.Writer
@@ -45,7 +43,7 @@ type Options struct {
 // Manifest is packages.json: what a build added to its base.
 type Manifest struct {
 	From string    `json:"from"`
-	Apt  []string  `json:"apt"`
+	Apt  []Package `json:"apt"`
 	Pip  []Package `json:"pip"`
 	Npm  []Package `json:"npm"`
 }
@@ -84,9 +82,6 @@ type Result struct {
 
 // Build builds o.Request on o.Base and stores the result under o.Tag.
 func Build(ctx context.Context, c *containerd.Client, o Options) (Result, error) {
-	if len(o.Request.Apt) != 0 {
-		return Result{}, errors.New("imagebuild: apt packages are built into the base, not here")
-	}
 	base, err := c.GetImage(ctx, o.Base)
 	if errdefs.IsNotFound(err) {
 		return Result{}, fmt.Errorf("base image %s is not in containerd: %w; make it with `make images` and `code-sandbox-mcp images import`, or name another with --from", o.Base, err)
@@ -133,7 +128,7 @@ func Build(ctx context.Context, c *containerd.Client, o Options) (Result, error)
 	}
 	defer cleanup(ctx, o.Log, func(ctx context.Context) error { return sn.Remove(ctx, view) })
 
-	man := Manifest{From: o.Base, Apt: []string{}, Pip: []Package{}, Npm: []Package{}}
+	man := Manifest{From: o.Base, Apt: []Package{}, Pip: []Package{}, Npm: []Package{}}
 	if err := withMounted(mounts, func(dir string) error { return fill(ctx, dir, o, &man) }); err != nil {
 		return Result{}, err
 	}
@@ -180,13 +175,33 @@ func Build(ctx context.Context, c *containerd.Client, o Options) (Result, error)
 	return Result{Ref: tag}, nil
 }
 
-// fill puts the packages into the tree at dir and the manifest with them.
+// fill puts the packages into the tree at dir and the manifest with them:
+// Debian packages first (a wheel or an npm package may need a library
+// they bring), then Python's, then npm's.
 func fill(ctx context.Context, dir string, o Options, man *Manifest) error {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer root.Close()
+	if len(o.Request.Apt) != 0 {
+		tmp, err := os.MkdirTemp("", "code-sandbox-mcp-apt-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		fmt.Fprintf(o.Log, "build: downloading Debian packages with this host's apt-get: %v\n", o.Request.Apt)
+		debs, err := DownloadDebs(ctx, root, o.Request.Apt, o.Request.AptSources, tmp, o.Env, o.Log)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Log, "build: installing %d Debian packages with the image's dpkg, in a chroot without network\n", len(debs))
+		pkgs, err := InstallDebs(ctx, dir, root, debs, o.Request.Apt, o.Log)
+		if err != nil {
+			return err
+		}
+		man.Apt = append(man.Apt, pkgs...)
+	}
 	if len(o.Request.Pip) != 0 {
 		version, err := PythonVersion(root)
 		if err != nil {

@@ -186,9 +186,9 @@ func TestPythonVersion(t *testing.T) {
 }
 
 func TestManifestJSON(t *testing.T) {
-	m := Manifest{From: "b", Apt: []string{}, Pip: []Package{{Name: "x", Version: "1", Requested: true}}, Npm: []Package{}}
+	m := Manifest{From: "b", Apt: []Package{{Name: "tinydeb", Version: "1.0-1", Requested: true}}, Pip: []Package{{Name: "x", Version: "1", Requested: true}}, Npm: []Package{}}
 	data, _ := json.Marshal(m)
-	if want := `{"from":"b","apt":[],"pip":[{"name":"x","version":"1","requested":true}],"npm":[]}`; string(data) != want {
+	if want := `{"from":"b","apt":[{"name":"tinydeb","version":"1.0-1","requested":true}],"pip":[{"name":"x","version":"1","requested":true}],"npm":[]}`; string(data) != want {
 		t.Errorf("manifest = %s; want %s", data, want)
 	}
 }
@@ -249,5 +249,171 @@ func TestMissingMessages(t *testing.T) {
 	}
 	if m := notFoundRe.FindStringSubmatch("ERROR: Could not find a version that satisfies the requirement not-there-pkg (from versions: none)"); m == nil || m[1] != "not-there-pkg" {
 		t.Errorf("pip's message gives %q; want not-there-pkg", m)
+	}
+}
+
+func TestParseAptSource(t *testing.T) {
+	for _, good := range []string{
+		"deb [trusted=yes] http://127.0.0.1:8080/ ./",
+		"deb http://deb.debian.org/debian trixie main contrib",
+		" deb\thttp://deb.debian.org/debian trixie main ",
+	} {
+		if _, err := ParseAptSource(good); err != nil {
+			t.Errorf("ParseAptSource(%q): %v", good, err)
+		}
+	}
+	for _, bad := range []string{
+		"", "deb", "deb http://x/", "deb-src http://x/ ./", "rpm http://x/ ./",
+		"deb http://x/ ./\ndeb http://y/ ./", "Types: deb",
+	} {
+		if _, err := ParseAptSource(bad); err == nil {
+			t.Errorf("ParseAptSource(%q) = nil error; want one", bad)
+		}
+	}
+}
+
+func TestKeyAptSources(t *testing.T) {
+	a := Key("sha256:1", Request{Apt: []string{"x"}})
+	if b := Key("sha256:1", Request{Apt: []string{"x"}, AptSources: []string{"deb http://x/ ./"}}); a == b {
+		t.Error("Key does not depend on the apt sources")
+	}
+}
+
+func TestAptMissing(t *testing.T) {
+	for _, tc := range []struct{ out, want string }{
+		{"Reading package lists...\nE: Unable to locate package not-there-deb\n", "not-there-deb"},
+		{"E: Package 'foo' has no installation candidate\n", "foo"},
+		{"E: Version '9' for 'bar' was not found\n", "bar"},
+		{"E: Some other failure\n", ""},
+		{"", ""},
+	} {
+		if got := aptMissing(tc.out); got != tc.want {
+			t.Errorf("aptMissing(%q) = %q; want %q", tc.out, got, tc.want)
+		}
+	}
+	if got, want := aptHint("W: x\nE: Failed to fetch y\nE: z\n"), "; E: Failed to fetch y"; got != want {
+		t.Errorf("aptHint = %q; want %q", got, want)
+	}
+}
+
+func TestDebPackage(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		want Package
+		ok   bool
+	}{
+		{"/x/tinydeb_1.0-1_all.deb", Package{Name: "tinydeb", Version: "1.0-1"}, true},
+		{"libfoo1_1%3a2.3+dfsg-4_amd64.deb", Package{Name: "libfoo1", Version: "1:2.3+dfsg-4"}, true},
+		{"broken.deb", Package{}, false},
+	} {
+		if got, ok := debPackage(tc.file); got != tc.want || ok != tc.ok {
+			t.Errorf("debPackage(%q) = %v, %v; want %v, %v", tc.file, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestDpkgInstalled(t *testing.T) {
+	status := "Package: a\nStatus: install ok installed\nVersion: 1.0\nDescription: x\n y: z\n\n" +
+		"Package: b\nStatus: deinstall ok config-files\nVersion: 2\n\nPackage: c\nStatus: install ok installed\nVersion: 1:3-1\n"
+	want := map[string]string{"a": "1.0", "c": "1:3-1"}
+	if got := dpkgInstalled([]byte(status)); !reflect.DeepEqual(got, want) {
+		t.Errorf("dpkgInstalled = %v; want %v", got, want)
+	}
+}
+
+func TestMountsUnder(t *testing.T) {
+	info := "22 1 0:21 / / rw - ext4 /dev/sda1 rw\n" +
+		"30 22 0:40 / /tmp/code-sandbox-mcp-build-1 rw - overlay overlay rw\n" +
+		"31 30 0:41 / /tmp/code-sandbox-mcp-build-1/proc rw - proc proc rw\n" +
+		"32 30 0:42 / /tmp/code-sandbox-mcp-build-1/dev\\040x rw - tmpfs dev rw\n" +
+		"33 22 0:43 / /tmp/code-sandbox-mcp-build-10/proc rw - proc proc rw\n"
+	got := mountsUnder([]byte(info), "/tmp/code-sandbox-mcp-build-1")
+	if want := []string{"/tmp/code-sandbox-mcp-build-1/proc", "/tmp/code-sandbox-mcp-build-1/dev x"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("mountsUnder = %q; want %q", got, want)
+	}
+}
+
+// aptTree makes an image tree with a dpkg status and the files given.
+func aptTree(t *testing.T, files map[string]string) *os.Root {
+	t.Helper()
+	dir := t.TempDir()
+	for name, body := range map[string]string{"var/lib/dpkg/status": "Package: base\nStatus: install ok installed\nVersion: 1\n", "usr/bin/dpkg": ""} {
+		files[name] = body
+	}
+	for name, body := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if target, ok := strings.CutPrefix(body, "->"); ok {
+			if err := os.Symlink(target, p); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
+}
+
+func TestNewAptState(t *testing.T) {
+	root := aptTree(t, map[string]string{
+		"etc/apt/sources.list":              "# a comment\ndeb http://deb.debian.org/debian trixie main\n",
+		"etc/apt/sources.list.d/extra.list": "deb http://example.org/debian trixie main\n",
+		"etc/apt/sources.list.d/README":     "not a source\n",
+		"etc/apt/sources.list.d/d.sources":  "Types: deb\nURIs: http://example.net/debian\nSuites: trixie\n",
+	})
+	state := t.TempDir()
+	st, err := newAptState(root, state, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"deb http://deb.debian.org/debian trixie main", "URIs: http://example.net/debian", "Suites: trixie", "deb http://example.org/debian trixie main"}
+	if !reflect.DeepEqual(st.sources, want) {
+		t.Errorf("sources = %q; want %q", st.sources, want)
+	}
+	if b, err := os.ReadFile(filepath.Join(state, "status")); err != nil || !strings.Contains(string(b), "Package: base") {
+		t.Errorf("status copy: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(state, "sources.list.d", "README")); err == nil {
+		t.Error("a file that is not a source was copied")
+	}
+	args := strings.Join(st.args("update"), " ")
+	for _, w := range []string{"Dir::State::status=" + filepath.Join(state, "status"), "Dir::Etc::SourceList=" + filepath.Join(state, "sources.list"), "Dir::Cache=" + filepath.Join(state, "cache"), "APT::Install-Recommends=false"} {
+		if !strings.Contains(args, w) {
+			t.Errorf("apt-get args %q lack %q", args, w)
+		}
+	}
+
+	// Sources given replace the image's.
+	state = t.TempDir()
+	if _, err = newAptState(root, state, []string{"deb [trusted=yes] http://127.0.0.1:1/ ./"}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(state, "sources.list")); string(b) != "deb [trusted=yes] http://127.0.0.1:1/ ./\n" {
+		t.Errorf("sources.list = %q; want the line given", b)
+	}
+	if e, _ := os.ReadDir(filepath.Join(state, "sources.list.d")); len(e) != 0 {
+		t.Errorf("sources.list.d has %v; want nothing", e)
+	}
+
+	// An image's link to a host file is not followed.
+	host := filepath.Join(t.TempDir(), "host-sources.list")
+	os.WriteFile(host, []byte("deb http://host.invalid/ ./\n"), 0o644)
+	root = aptTree(t, map[string]string{"etc/apt/sources.list": "->" + host})
+	if st, err := newAptState(root, t.TempDir(), nil); err == nil {
+		t.Errorf("newAptState followed an absolute link out of the image: sources %q", st.sources)
+	}
+	// An image with no sources needs --apt-source.
+	root = aptTree(t, map[string]string{})
+	if _, err := newAptState(root, t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "--apt-source") {
+		t.Errorf("newAptState without sources: %v; want an error naming --apt-source", err)
 	}
 }

@@ -1,9 +1,14 @@
 // Package imagebuild builds a derived sandbox image: a base image in
-// containerd plus Python wheels and npm packages the host downloaded, put
-// into a containerd snapshot of the base by this package's own code (no
-// package's code runs, on the host or in the image), committed as one new
-// layer and stored under a tag. It must not know the server, the MCP
-// layer or the configuration file: the caller names the base image.
+// containerd plus Debian packages, Python wheels and npm packages the
+// host downloaded, put into a containerd snapshot of the base, committed
+// as one new layer and stored under a tag. Wheels and npm packages are
+// put in by this package's own code: none of their code runs, on the
+// host or in the image. Debian packages are installed by the image's own
+// dpkg in a chroot of the snapshot without network, so their maintainer
+// scripts run as root there, as they do when mmdebstrap builds the
+// default images, and never on the host (see apt.go). It must not know
+// the server, the MCP layer or the configuration file: the caller names
+// the base image.
 package imagebuild
 
 import (
@@ -35,8 +40,11 @@ type Request struct {
 	Pip []string
 	// Npm are npm packages, NAME or NAME@VERSION.
 	Npm []string
-	// Apt are Debian packages; see the command for where they are built.
+	// Apt are Debian package names.
 	Apt []string
+	// AptSources, if any, are the sources.list lines apt downloads Apt
+	// from, instead of the base image's own sources.
+	AptSources []string
 }
 
 // Key is the cache key of building req on the base whose manifest has
@@ -47,7 +55,7 @@ func Key(base string, req Request) string {
 	for _, part := range []struct {
 		kind  string
 		specs []string
-	}{{"pip", req.Pip}, {"npm", req.Npm}, {"apt", req.Apt}} {
+	}{{"pip", req.Pip}, {"npm", req.Npm}, {"apt", req.Apt}, {"apt-source", req.AptSources}} {
 		specs := slices.Clone(part.specs)
 		slices.Sort(specs)
 		for _, s := range slices.Compact(specs) {
