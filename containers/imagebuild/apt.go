@@ -67,6 +67,19 @@ func ParseAptSource(line string) (string, error) {
 	return line, nil
 }
 
+// aptConf, read after the host's apt configuration, drops the hooks the
+// host's configuration may give apt-get update and dpkg (appstream's and
+// PackageKit's refreshes, docker-clean's removal of the host's caches):
+// they are the host's, about the host's state, which this apt-get neither
+// reads nor changes.
+const aptConf = `#clear APT::Update::Pre-Invoke;
+#clear APT::Update::Post-Invoke;
+#clear APT::Update::Post-Invoke-Success;
+#clear DPkg::Pre-Invoke;
+#clear DPkg::Post-Invoke;
+#clear DPkg::Pre-Install-Pkgs;
+`
+
 // aptState is the host apt-get's private state for one build: every path
 // it reads or writes but its configuration and keyrings is in dir.
 type aptState struct {
@@ -89,6 +102,9 @@ func newAptState(root *os.Root, dir string, sources []string) (*aptState, error)
 	}
 	// apt downloads as its own unprivileged user (_apt) where it can.
 	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "apt.conf"), []byte(aptConf), 0o644); err != nil {
 		return nil, err
 	}
 	status, err := fs.ReadFile(root.FS(), "var/lib/dpkg/status")
@@ -160,6 +176,7 @@ func sourceLines(b []byte) []string {
 func (st *aptState) args(args ...string) []string {
 	p := func(name string) string { return filepath.Join(st.dir, name) }
 	return append([]string{
+		"-c", p("apt.conf"),
 		"-o", "Dir::State::status=" + p("status"),
 		"-o", "Dir::State::extended_states=" + p("extended_states"),
 		"-o", "Dir::State::Lists=" + p("lists"),

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"encoding/json"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -389,6 +390,23 @@ func TestNewAptState(t *testing.T) {
 	for _, w := range []string{"Dir::State::status=" + filepath.Join(state, "status"), "Dir::Etc::SourceList=" + filepath.Join(state, "sources.list"), "Dir::Cache=" + filepath.Join(state, "cache"), "APT::Install-Recommends=false"} {
 		if !strings.Contains(args, w) {
 			t.Errorf("apt-get args %q lack %q", args, w)
+		}
+	}
+
+	// The host's hooks are dropped, as apt-config, given the same
+	// options, says.
+	if _, err := osexec.LookPath("apt-config"); err == nil {
+		out, err := osexec.Command("apt-config", st.args("dump")...).Output()
+		if err != nil {
+			t.Fatalf("apt-config dump: %v", err)
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.Contains(line, "Invoke::") || strings.Contains(line, "Pre-Install-Pkgs::") {
+				t.Errorf("apt-config with the build's options keeps a hook: %s", line)
+			}
+		}
+		if !strings.Contains(string(out), "Dir::State::status \""+filepath.Join(state, "status")) {
+			t.Errorf("apt-config with the build's options does not use the status copy:\n%s", out)
 		}
 	}
 
