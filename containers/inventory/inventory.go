@@ -23,7 +23,8 @@ import (
 const ManifestPath = "/etc/code-sandbox-mcp/packages.json"
 
 // Manifest is the builder's record of the packages it was asked for, by
-// package manager. A version may be empty.
+// package manager (the dependencies it lists, marked "requested": false,
+// are left out). A version may be empty.
 type Manifest struct {
 	Apt []Package `json:"apt,omitempty"`
 	Pip []Package `json:"pip,omitempty"`
@@ -118,11 +119,29 @@ func readManifest(fsys fs.FS) (*Manifest, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", ManifestPath, err)
 	}
-	var m Manifest
-	if err := json.Unmarshal(b, &m); err != nil {
+	// The builder lists what it installed, dependencies too, each
+	// marked requested or not; a manifest written elsewhere may not
+	// mark them, and then every package counts as asked for.
+	type entry struct {
+		Package
+		Requested *bool `json:"requested"`
+	}
+	var raw struct {
+		Apt, Pip, NPM []entry
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", ManifestPath, err)
 	}
-	return &m, nil
+	asked := func(es []entry) []Package {
+		var out []Package
+		for _, e := range es {
+			if e.Requested == nil || *e.Requested {
+				out = append(out, e.Package)
+			}
+		}
+		return out
+	}
+	return &Manifest{Apt: asked(raw.Apt), Pip: asked(raw.Pip), NPM: asked(raw.NPM)}, nil
 }
 
 // wellKnown are Python distributions a model reaches for by name, named
