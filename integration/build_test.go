@@ -518,6 +518,17 @@ func TestImagesBuildApt(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startMCP(t, serverSpec{config: fmt.Sprintf("[languages.python]\nimage = %q\npool = 0\n", tag)})
+	// The tool description and the environments resource name what was
+	// asked for, with the versions installed.
+	desc, contents := imageFacts(t, s)
+	for _, want := range []string{"tinydeb 1.0-1", "tinypkg 1.0"} {
+		if !strings.Contains(desc["run_python_code"], want) {
+			t.Errorf("run_python_code description %q; want it to name %q", desc["run_python_code"], want)
+		}
+	}
+	if py := contents["python"]; py == nil || version(py.Debian, "tinydeb") != "1.0-1" || version(py.Notable, "tinydeb") != "1.0-1" {
+		t.Errorf("python image_contents %+v; want tinydeb 1.0-1 among its Debian and notable packages", py)
+	}
 	for _, tc := range []struct{ src, want string }{
 		{"print(open('/usr/share/tinydeb/hello.txt').read(), end='')", "tinydeb says hello\n"},
 		{"import tinypkg; print(tinypkg.VALUE)", "tinypkg says hello\n"},
