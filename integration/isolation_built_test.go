@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,8 +12,9 @@ import (
 )
 
 // TestIsolationBuiltImage runs the isolation suite's resource and escape
-// cases with python in an image that images build made (issue 28): the
-// packages a user adds must not weaken the sandbox, because the sandbox is
+// cases with python in an image that images build made (issue 28), with a
+// wheel and a Debian package whose maintainer script ran: the packages a
+// user adds must not weaken the sandbox, because the sandbox is
 // the server's, not the image's. Each case runs once, one-shot, over
 // stdio (the other modes differ in the server, not the image); every
 // server the cases start runs python in the built image (builtPythonImage).
@@ -30,7 +32,7 @@ func TestIsolationBuiltImage(t *testing.T) {
 			t.Errorf("delete %s: %v", tag, err)
 		}
 	})
-	out, stderr, err := imagesBuild(t, index, "--from", "python", "--pip", "tinypkg", "--tag", tag)
+	out, stderr, err := imagesBuild(t, index, "--from", "python", "--pip", "tinypkg", "--apt", "tinydeb", "--apt-source", aptRepo(t), "--tag", tag)
 	if err != nil || out != tag+"\n" {
 		t.Fatalf("images build: %v, stdout %q; want %s\nstderr:\n%s", err, out, tag, stderr)
 	}
@@ -38,14 +40,14 @@ func TestIsolationBuiltImage(t *testing.T) {
 	builtPythonImage, eachModeRuns = tag, []mode{{name: "oneshot"}}
 	t.Cleanup(func() { builtPythonImage, eachModeRuns = "", modes })
 
-	// The cases run in the built image: a program there sees the package.
+	// The cases run in the built image: a program there sees the packages.
 	// (A subtest, so that its server is gone before the cases start.)
-	t.Run("SeesThePackage", func(t *testing.T) {
+	t.Run("SeesThePackages", func(t *testing.T) {
 		ctx := testContext(t)
 		s := startMCP(t, serverSpec{})
-		r := s.call(ctx, t, "run_python_code", code("import tinypkg; print(tinypkg.VALUE)"))
-		if r.text != "tinypkg says hello\n" || r.isError {
-			t.Fatalf("python in the built image: %q (isError %v, stderr %q); want tinypkg's value", r.text, r.isError, r.out.Stderr)
+		r := s.call(ctx, t, "run_python_code", code("import tinypkg; print(tinypkg.VALUE); print(open('/usr/share/tinydeb/hello.txt').read().strip())"))
+		if !strings.HasPrefix(r.text, "tinypkg says hello\n") || !strings.Contains(r.text, "tinydeb") || r.isError {
+			t.Fatalf("python in the built image: %q (isError %v, stderr %q); want tinypkg's value and tinydeb's file", r.text, r.isError, r.out.Stderr)
 		}
 	})
 

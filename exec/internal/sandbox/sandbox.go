@@ -156,7 +156,7 @@ type Sandbox struct {
 	// (none before Linux 5.3, or before the task exists).
 	pidfd     int
 	hasPidfd  bool
-	memCgroup string          // host directory of its memory cgroup; "" if unknown
+	memCgroup string // host directory of its memory cgroup; "" if unknown
 	// cpuCgroup is the host directory of its cpu cgroup while it runs
 	// with the background CPU weight, which Foreground raises; "" for a
 	// sandbox made in the foreground, or once raised.
