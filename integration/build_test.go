@@ -88,11 +88,15 @@ func imagesBuild(t *testing.T, index string, args ...string) (string, string, er
 }
 
 // imagesBuildEnv runs images build against the test daemon with env added
-// to a bare environment.
+// to a bare environment. Its temporary directories, the build snapshot's
+// mount among them, are under buildTmp.
 func imagesBuildEnv(t *testing.T, env []string, args ...string) (string, string, error) {
 	t.Helper()
+	if err := os.MkdirAll(buildTmp(), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	cmd := osexec.Command(mcpBinary(t), append([]string{"--address", testAddress, "--namespace", testNamespace, "images", "build"}, args...)...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TMPDIR=" + buildTmp()}, env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -421,7 +425,12 @@ echo "$net; interfaces: $ifaces" > /etc/tinydeb-configured
 	return "deb [trusted=yes] " + srv.URL + "/ ./"
 }
 
-// buildMounts are the mounts of images build's snapshots left on the host.
+// buildTmp is the TMPDIR of this run's images builds: under the harness's
+// directory, so that the run against the other daemon, at the same time
+// in make test, has its own.
+func buildTmp() string { return filepath.Join(testDir, "buildtmp") }
+
+// buildMounts are the mounts of this run's images builds left on the host.
 func buildMounts(t *testing.T) []string {
 	t.Helper()
 	b, err := os.ReadFile("/proc/self/mountinfo")
@@ -430,7 +439,7 @@ func buildMounts(t *testing.T) []string {
 	}
 	var out []string
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) > 4 && strings.Contains(f[4], "code-sandbox-mcp-build") {
+		if f := strings.Fields(line); len(f) > 4 && strings.HasPrefix(f[4], buildTmp()+"/") {
 			out = append(out, f[4])
 		}
 	}
