@@ -101,28 +101,15 @@ func paceRows(b *testing.B, bin string, pool, n int, rep *benchReport) {
 	s := startBench(b, bin, "concurrency = 16\n")
 	defer s.close(b)
 	p := benchPrograms[0]
-	s.call(b, p) // warm the page cache and the client
 	for _, think := range paceThinks {
 		s.waitQuiet(b, 2*pool)
 		runtime := paceRuntime(pool, think)
 		before := s.cpuSample()
-		lat := make([]time.Duration, 0, n)
-		var run []time.Duration
-		for range n {
-			start := time.Now()
-			d, err := s.callErr(p)
-			if err != nil {
-				b.Fatalf("%s %s: %v\nstderr tail:\n%s", runtime, p.name, err, tail(s.stderr.String(), 2000))
-			}
-			lat = append(lat, time.Since(start))
-			run = append(run, d)
-			time.Sleep(think)
-		}
+		// Its warm-up call is in the window too: n+1 runs.
+		row := s.latencyThink(b, runtime, p, n, -1, think)
 		s.waitQuiet(b, 2*pool)
-		row := summarize(runtime, p.name, lat)
-		row.RunP50Ms = ms(percentile(run, 50))
 		rep.Latency = append(rep.Latency, row)
-		c := cpuBetween(runtime, before, s.cpuSample(), n)
+		c := cpuBetween(runtime, before, s.cpuSample(), n+1)
 		rep.CPU = append(rep.CPU, c)
 		fmt.Fprintf(os.Stderr, "bench: %-32s %-20s p50 %7.1f p95 %7.1f p99 %7.1f ms; CPU/run %.1f ms (server %.1f, containerd %.1f, sandboxes %.1f, rest %.1f)\n",
 			runtime, p.name, row.P50Ms, row.P95Ms, row.P99Ms, c.HostMs, c.ServerMs, c.ContainerdMs, c.SandboxesMs, c.RestMs)

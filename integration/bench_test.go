@@ -683,6 +683,12 @@ func (s *benchServer) callErr(p benchProgram) (time.Duration, error) {
 // assistant's calls. With ready < 0 the calls are back to back.
 func (s *benchServer) latency(b *testing.B, runtime string, p benchProgram, n, ready int) latencyRow {
 	b.Helper()
+	return s.latencyThink(b, runtime, p, n, ready, 0)
+}
+
+// latencyThink is latency with a pause of think after each result.
+func (s *benchServer) latencyThink(b *testing.B, runtime string, p benchProgram, n, ready int, think time.Duration) latencyRow {
+	b.Helper()
 	s.call(b, p) // warm the page cache and the client
 	before := len(s.destroyTimes())
 	var lat, run []time.Duration
@@ -697,6 +703,7 @@ func (s *benchServer) latency(b *testing.B, runtime string, p benchProgram, n, r
 		}
 		lat = append(lat, time.Since(start))
 		run = append(run, d)
+		time.Sleep(think)
 	}
 	row := summarize(runtime, p.name, lat)
 	row.RunP50Ms = ms(percentile(run, 50))
