@@ -718,9 +718,9 @@ packages = { pip = ["Tabulate==0.9.0", "seaborn", "seaborn"], apt = ["libgomp1"]
 	}
 
 	for _, tc := range []struct{ toml, want string }{
-		{`packages = { pip = ["x>=1"] }`, `languages.python.packages.pip: Python package "x>=1": want NAME or NAME==VERSION`},
+		{`packages = { pip = ["x>=1"] }`, `languages.python.packages.pip: pip package "x>=1": want NAME or NAME==VERSION`},
 		{`packages = { npm = ["Upper"] }`, `languages.python.packages.npm: npm package "Upper"`},
-		{`packages = { apt = ["-oX=1"] }`, `languages.python.packages.apt: Debian package "-oX=1"`},
+		{`packages = { apt = ["-oX=1"] }`, `languages.python.packages.apt: apt package "-oX=1"`},
 		{`packages = { pipp = ["x"] }`, `languages.python.packages.pipp`},
 	} {
 		_, err := Parse("[languages.python]\n"+tc.toml+"\n", "test.toml")

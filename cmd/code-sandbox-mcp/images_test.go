@@ -138,7 +138,7 @@ func TestParseBuild(t *testing.T) {
 		{[]string{"--from", "python", "--apt", "tinydeb", "--apt-source", "deb-src http://deb.debian.org/debian trixie main"}, "want one sources.list line"},
 		{[]string{"--from", "python", "--apt", "tinydeb", "--apt-source", "deb http://x/ ./\ndeb http://y/ ./"}, "want one sources.list line"},
 		{[]string{"--from", "python", "--pip", "tinypkg", "--apt-source", "deb http://x/ ./"}, "--apt-source without --apt"},
-		{[]string{"--from", "python", "--apt", "-oX=1"}, `--apt: Debian package "-oX=1": want a package name`},
+		{[]string{"--from", "python", "--apt", "-oX=1"}, `--apt: apt package "-oX=1": want a Debian package name`},
 		{[]string{"--configured"}, ""},
 		{[]string{"--configured", "--pip", "tinypkg"}, "give it alone"},
 		{[]string{"--configured", "--from", "python"}, "give it alone"},

@@ -34,7 +34,7 @@ func Pip(specs []string) ([]string, error) {
 	for _, s := range trimmed(specs) {
 		name, ver, pinned := strings.Cut(s, "==")
 		if !pipNameRe.MatchString(name) || pinned && !pipVerRe.MatchString(ver) {
-			return nil, fmt.Errorf("Python package %q: want NAME or NAME==VERSION, such as requests or requests==2.32.3", s)
+			return nil, fmt.Errorf("pip package %q: want NAME or NAME==VERSION, such as requests or requests==2.32.3", s)
 		}
 		spec := NormalizePipName(name)
 		if pinned {
@@ -68,7 +68,7 @@ func Apt(specs []string) ([]string, error) {
 	var out []string
 	for _, s := range trimmed(specs) {
 		if !aptNameRe.MatchString(s) {
-			return nil, fmt.Errorf("Debian package %q: want a package name, such as libgomp1", s)
+			return nil, fmt.Errorf("apt package %q: want a Debian package name, such as libgomp1", s)
 		}
 		out = append(out, s)
 	}
