@@ -223,13 +223,29 @@ func (s *Sandbox) Foreground() {
 		return
 	}
 	s.cpuCgroup = ""
-	err := os.WriteFile(filepath.Join(dir, "cpu.shares"), []byte("1024"), 0)
+	err := writeCgroupFile(filepath.Join(dir, "cpu.shares"), "1024")
 	if errors.Is(err, fs.ErrNotExist) {
-		err = os.WriteFile(filepath.Join(dir, "cpu.weight"), []byte("100"), 0)
+		err = writeCgroupFile(filepath.Join(dir, "cpu.weight"), "100")
 	}
 	if err != nil {
 		s.h.Log.Warn("cannot raise a ready sandbox's CPU weight; its program runs at the background weight", "run", s.id, "cgroup", dir, "err", err)
 	}
+}
+
+// writeCgroupFile writes value to the cgroup file at name, which must
+// exist: a cgroup file system refuses to create one (with EPERM, not
+// ENOENT), so os.WriteFile would never say that v1's cpu.shares is
+// missing on v2.
+func writeCgroupFile(name, value string) error {
+	f, err := os.OpenFile(name, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // MemoryCgroup is the host directory of its memory cgroup, or "".
