@@ -9,8 +9,8 @@ import (
 	"code-sandbox-mcp/containers/pkgspec"
 )
 
-// Packages is a [languages.NAME] packages table: what the language's
-// image adds to its image key. `code-sandbox-mcp images build
+// Packages is a [languages.NAME] packages table: what is added to the
+// language's image key. `code-sandbox-mcp images build
 // --configured` (which `make setup` runs) builds it; the server then runs
 // the language in the built image, never in the base.
 type Packages struct {
