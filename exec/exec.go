@@ -69,7 +69,8 @@ type Config struct {
 	// PassEnv is added, as KEY=value, to every run's environment.
 	PassEnv []string
 	// Init is the host path of the static init that runs as pid 1 of
-	// every sandbox; empty is sandbox.DefaultInit, Debian's tini-static.
+	// every sandbox; empty is sandbox.DefaultInit: code-sandbox-init beside
+	// the server's executable, else Debian's tini-static.
 	Init string
 	// Pull allows pulling an image that is missing from the image store.
 	Pull bool

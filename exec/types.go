@@ -66,7 +66,7 @@ func UIDStatus(r config.UIDRange, dir string) (held int, err error) {
 	return uid.Status(r, dir)
 }
 
-// CheckInit checks that path (Debian's tini-static if empty) is an init
+// CheckInit checks that path (sandbox.DefaultInit if empty) is an init
 // every sandbox can run as its pid 1, and returns the path: see Config.Init.
 func CheckInit(path string) (string, error) { return sandbox.CheckInit(path) }
 

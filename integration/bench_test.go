@@ -66,6 +66,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/sandboxinit"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -532,6 +533,10 @@ func benchBinary(b *testing.B) string {
 		return path
 	}
 	if err := goBuild("..", "code-sandbox-mcp", path, "code-sandbox-mcp/cmd/code-sandbox-mcp", nil, nil); err != nil {
+		b.Fatal(err)
+	}
+	// The init the server finds beside it.
+	if err := initBinary(filepath.Join(filepath.Dir(path), sandboxinit.Name)); err != nil {
 		b.Fatal(err)
 	}
 	return path

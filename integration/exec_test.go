@@ -469,7 +469,7 @@ func TestSandboxErrorsAreActionableAndLeaveNothing(t *testing.T) {
 
 	stateDir := newStateDir(t)
 	ctx := testContext(t)
-	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(), Languages: langs})
+	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(), Init: testInit, Languages: langs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -595,7 +595,7 @@ func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
 	for i := range langs {
 		langs[i].Pool = 0
 	}
-	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: uids, UIDLockDir: testUIDLockDir(), Languages: langs})
+	e, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: uids, UIDLockDir: testUIDLockDir(), Init: testInit, Languages: langs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -857,7 +857,7 @@ func TestLiveSandboxesNeverShareAUid(t *testing.T) {
 	newExecutor(t, edit)
 	// The second is closed first (cleanups run last-in first-out), before
 	// the first's check that nothing is left in the namespace.
-	cfg := exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: newStateDir(t), Languages: testLanguages(), UIDLockDir: testUIDLockDir()}
+	cfg := exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: newStateDir(t), Languages: testLanguages(), UIDLockDir: testUIDLockDir(), Init: testInit}
 	edit(&cfg)
 	ctx := testContext(t)
 	second, err := exec.New(ctx, cfg)

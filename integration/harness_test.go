@@ -28,6 +28,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/containers/sandboxinit"
 	sandboxoci "code-sandbox-mcp/oci"
 )
 
@@ -269,6 +270,12 @@ func (h *harness) start() error {
 	}
 	h.dir, testDir, testShimDir = dir, dir, h.cfg.shimDir
 	testHarness = h
+	// The servers the tests start find the init beside them, in bin;
+	// the executors the tests make in this process are given it.
+	testInit = filepath.Join(dir, "bin", sandboxinit.Name)
+	if err := initBinary(testInit); err != nil {
+		return err
+	}
 	h.lock, err = os.Create(filepath.Join(dir, "lock"))
 	if err != nil {
 		return err

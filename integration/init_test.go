@@ -18,11 +18,14 @@ import (
 	osexec "os/exec"
 	"strconv"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/exec"
+	sandboxoci "code-sandbox-mcp/oci"
 )
 
 // initKinds are the kinds of one-shot sandbox, as the suffixes of the
@@ -490,4 +493,86 @@ func openSession(t *testing.T, e *exec.Executor, lang string) exec.SessionInfo {
 	s := newSession(t, e, lang)
 	t.Cleanup(func() { e.CloseSession("local", s.ID) })
 	return s
+}
+
+// A run ends with its program, not with its init: the result comes once
+// the program has ended and nothing but the init is left in the sandbox,
+// with the program's output whole, even while the init cannot run. The
+// test stops the init (SIGSTOP from the host) once the program has
+// started; the program then prints and exits 3. Were the result the
+// init's exit, as it was under tini (which also keeps the output's pipes
+// open), the run would end only at its timeout.
+func TestInitStoppedDoesNotHoldTheResult(t *testing.T) {
+	e := newExecutor(t, func(c *exec.Config) { c.Languages = initLanguages() })
+	programs := []struct{ lang, code string }{
+		{"python", "import os, sys, time\nprint(os.getuid(), flush=True)\ntime.sleep(2)\nprint('done')\nsys.exit(3)\n"},
+		{"javascript", "console.log(process.getuid())\nsetTimeout(() => { console.log('done'); process.exit(3) }, 2000)\n"},
+	}
+	for _, p := range programs {
+		for _, k := range initKinds {
+			t.Run(p.lang+"/"+k.name, func(t *testing.T) {
+				lang := p.lang + k.suffix
+				if k.suffix != "-ondemand" && !waitFor(90*time.Second, func() bool { return e.PoolSizes()[lang] == 2 }) {
+					t.Fatalf("the %s pool did not fill within 90 s: %v", lang, e.PoolSizes())
+				}
+				// The first line is the sandbox's uid: its init is the
+				// process of that uid that runs the init's path.
+				stopped := make(chan int, 1)
+				var once sync.Once
+				output := func(stream string, b []byte) {
+					if stream != "stdout" {
+						return
+					}
+					once.Do(func() {
+						uid, err := strconv.ParseUint(strings.TrimSpace(strings.SplitN(string(b), "\n", 2)[0]), 10, 32)
+						if err != nil {
+							stopped <- 0
+							return
+						}
+						pid := initOf(uint32(uid))
+						if pid != 0 && syscall.Kill(pid, syscall.SIGSTOP) != nil {
+							pid = 0
+						}
+						stopped <- pid
+					})
+				}
+				timeout := time.Duration(scaled(30)) * time.Second
+				res, err := e.Run(testContext(t), exec.Request{Language: lang, Code: p.code, Timeout: timeout, Output: output})
+				pid := 0
+				select {
+				case pid = <-stopped:
+				default:
+				}
+				if pid != 0 {
+					syscall.Kill(pid, syscall.SIGCONT)
+				}
+				if err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if pid == 0 {
+					t.Fatalf("the sandbox's init was not found and stopped; stdout %q", res.Stdout)
+				}
+				if got := ending(res); got != "exit 3" || !strings.HasSuffix(string(res.Stdout), "\ndone\n") {
+					t.Errorf("with its init stopped: ended %s, stdout %q, stderr %s; want exit 3 and the program's output whole", got, res.Stdout, short(res.Stderr))
+				}
+			})
+		}
+	}
+}
+
+// initOf is the host pid of the sandbox init that runs as uid, or 0.
+func initOf(uid uint32) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(status), fmt.Sprintf("\nUid:\t%d\t", uid)) && strings.HasPrefix(string(cmdline), sandboxoci.InitPath+"\x00") {
+			return pid
+		}
+	}
+	return 0
 }

@@ -56,7 +56,8 @@
 //	                     DIR/code-sandbox-mcp ./cmd/code-sandbox-mcp),
 //	                     crashserver, leftshim, hello, stubsh and exitsh
 //	                     (CGO_ENABLED=0 go build -o DIR/NAME
-//	                     ./integration/testdata/NAME).
+//	                     ./integration/testdata/NAME), and the sandboxes'
+//	                     init, code-sandbox-init (see initBinary).
 //	SANDBOX_CONTAINERD_ROOT
 //	                     the shared daemon's containerd root, instead of
 //	                     a new one in the harness directory: seeded with
@@ -93,6 +94,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/images"
+	"code-sandbox-mcp/containers/sandboxinit"
 )
 
 func TestMain(m *testing.M) {
@@ -176,6 +178,9 @@ var (
 	testCgroupDriver = config.CgroupDriverCgroupfs
 	// prebuiltDir is SANDBOX_PREBUILT; "" builds every program.
 	prebuiltDir string
+	// testInit is code-sandbox-init, built by the harness into the
+	// directory of the servers it builds (see initBinary).
+	testInit string
 )
 
 // harnessConfigFromEnv reads the environment. Its error is a skipError when
@@ -367,6 +372,23 @@ func goBuild(dir, name, out, pkg string, flags, env []string) error {
 		return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return nil
+}
+
+// initBinary puts code-sandbox-init at out: built with the host's C
+// compiler (containers/sandboxinit), or, under SANDBOX_PREBUILT, a copy
+// of DIR/code-sandbox-init.
+func initBinary(out string) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	if prebuiltDir == "" {
+		return sandboxinit.Build(out)
+	}
+	b, err := os.ReadFile(filepath.Join(prebuiltDir, sandboxinit.Name))
+	if err != nil {
+		return fmt.Errorf("SANDBOX_PREBUILT: %w; build it with `cc %s -o %s containers/sandboxinit/src/init.c` from the repository's root", err, strings.Join(sandboxinit.Flags(), " "), filepath.Join(prebuiltDir, sandboxinit.Name))
+	}
+	return os.WriteFile(out, b, 0o755)
 }
 
 // prebuiltPackage is the package of the program name, from the

@@ -140,7 +140,7 @@ func TestMissingImageIsPulledFromALoopbackRegistry(t *testing.T) {
 
 	// Without pulling allowed, the missing image is an error that says so.
 	stateDir := newStateDir(t)
-	noPull, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(), Languages: langs})
+	noPull, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(), Init: testInit, Languages: langs})
 	if err != nil {
 		t.Fatal(err)
 	}

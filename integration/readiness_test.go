@@ -142,7 +142,7 @@ func TestSweepKeepsAnotherNamespacesRunDirectories(t *testing.T) {
 			t.Errorf("delete %s: %v", ref, err)
 		}
 	})
-	a, err := exec.New(otherCtx, exec.Config{Address: testAddress, Namespace: other, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(),
+	a, err := exec.New(otherCtx, exec.Config{Address: testAddress, Namespace: other, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(), Init: testInit,
 		Languages: []config.Language{staticLanguage("other", ref, 1)}})
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestSweepKeepsAnotherNamespacesRunDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(), Languages: testLanguages()})
+	b, err := exec.New(ctx, exec.Config{Address: testAddress, Namespace: testNamespace, StateDir: stateDir, UIDs: testUIDs, UIDLockDir: testUIDLockDir(), Init: testInit, Languages: testLanguages()})
 	if err != nil {
 		t.Fatal(err)
 	}

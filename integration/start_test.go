@@ -80,6 +80,9 @@ func startExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 		// The harness's: every executor and server on the shared daemon
 		// claims uids from it, so that none shares one with another.
 		UIDLockDir: testUIDLockDir(),
+		// The servers' default (beside their binary), which this
+		// process's executable does not have.
+		Init: testInit,
 	}
 	if edit != nil {
 		edit(&cfg)

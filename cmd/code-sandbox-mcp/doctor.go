@@ -335,7 +335,7 @@ func checkUIDs(c *checker, cfg *config.Config) {
 func checkInit(c *checker, cfg *config.Config) {
 	path, err := exec.CheckInit(cfg.Sandbox.Init)
 	if err != nil {
-		c.fail("init", err.Error(), "apt-get install tini, or set [sandbox] init to a static init such as tini-static")
+		c.fail("init", err.Error(), "make build (code-sandbox-init beside the server), or apt-get install tini, or set [sandbox] init to a static init such as tini-static")
 		return
 	}
 	first, err := versionLine(path)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -24,6 +25,12 @@ const (
 	// slower machine.
 	killTimeout = 1 * time.Second
 	exitTimeout = 10 * time.Second
+	// programRecheckFirst and programRecheckMax bound how a run's wait
+	// polls, once its program ended, for what else of the program is
+	// left (see waitExit): its other threads end within a millisecond or
+	// so of its main one.
+	programRecheckFirst = 100 * time.Microsecond
+	programRecheckMax   = 25 * time.Millisecond
 	// drainTimeout bounds the wait for the last output once a task exited.
 	drainTimeout = 5 * time.Second
 	// oomGrace is how long a run killed by a SIGKILL that it did not get
@@ -153,10 +160,44 @@ func (s *Sandbox) await(ctx, tctx context.Context, res *Result) (uint32, error) 
 // When the kernel tells first, it waits up to containerdGrace for
 // containerd (see containerdExit) if grace is set; else it returns at
 // once and leaves the wait to Destroy.
+//
+// Without grace (a run's own wait), the program's end ends it too, with
+// the status the init will exit with, once nothing but the init is left
+// in the sandbox (see programEnded): the init's own wake-up, reap and
+// exit, and the pid namespace's teardown, are not the run's to wait for.
 func (s *Sandbox) waitExit(stop <-chan struct{}, grace bool) (status uint32, ended bool, err error) {
 	kernel, exited := s.exit.Done(), s.exited
+	// forked, then program: the init's child, once it has one. After the
+	// program's end, recheck polls for its last threads' (see
+	// programEnded), every recheckWait, doubled each time up to
+	// programRecheckMax; past it the init's exit ends the wait.
+	var forked, program <-chan struct{}
+	var recheck <-chan time.Time
+	recheckWait := programRecheckFirst
+	if !grace && s.h.Init != "" && s.memCgroup != "" {
+		forked = s.exit.Forked()
+	}
 	for {
 		select {
+		case <-forked:
+			forked = nil
+			if c := s.exit.Child(); c != nil {
+				program = c.Done()
+			}
+		case <-program:
+			program = nil
+			recheck = time.After(0)
+		case <-recheck:
+			recheck = nil
+			if c, ok := s.programEnded(); ok {
+				s.endedByProgram = true
+				s.exitOwed = exited != nil
+				return c, true, nil
+			}
+			if _, ok := s.exit.Child().Code(); ok && recheckWait <= programRecheckMax {
+				recheck = time.After(recheckWait)
+				recheckWait *= 2
+			}
 		case st := <-exited:
 			c, _, err := st.Result()
 			if err != nil && s.h.Exits.Usable() {
@@ -232,6 +273,9 @@ func (s *Sandbox) Explain(res *Result, code uint32) {
 // that called exit(128+N); its program's own end tells them apart. An init
 // killed itself (by our kill, or the OOM killer) ended everything.
 func (s *Sandbox) endedBy(code uint32) (sig syscall.Signal, known bool) {
+	if s.endedByProgram {
+		return s.exit.Child().Signal(code)
+	}
 	sig, known = s.exit.Signal(code)
 	if !known || sig != 0 || s.h.Init == "" {
 		return sig, known
@@ -241,6 +285,30 @@ func (s *Sandbox) endedBy(code uint32) (sig syscall.Signal, known bool) {
 		return 0, false
 	}
 	return program.Signal(code)
+}
+
+// programEnded returns the status the init exits with once its program
+// ended, by the kernel's word, its exit status or 128+N for signal N, if
+// the program has ended and the sandbox's memory cgroup holds nothing but
+// the init: nothing else can then write the program's output or its
+// files, and what it wrote is written. With an orphan of the program
+// still running, or where the kernel's word is missing, ok is false, and
+// the run ends with the init, which ends that orphan. A program whose
+// threads outlive its main one is still listed; so is one that ended
+// while the init is stopped (the kernel lists no zombie).
+func (s *Sandbox) programEnded() (status uint32, ok bool) {
+	c, ok := s.exit.Child().Code()
+	if !ok {
+		return 0, false
+	}
+	return c, onlyProcess(s.memCgroup, s.task.Pid())
+}
+
+// onlyProcess reports whether pid is the one process in the cgroup at
+// dir, as its cgroup.procs lists them.
+func onlyProcess(dir string, pid uint32) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	return err == nil && string(b) == strconv.FormatUint(uint64(pid), 10)+"\n"
 }
 
 // program is the kernel's word on the sandbox's program (or its stub, its

@@ -12,10 +12,30 @@ import (
 	"github.com/containerd/errdefs"
 )
 
-// DefaultInit is the host path of the init every sandbox runs as its pid
-// 1 unless configured otherwise: Debian's static build of tini (package
-// tini).
-const DefaultInit = "/usr/bin/tini-static"
+// InitName is the file name of this project's init
+// (containers/sandboxinit), which make setup builds beside the server's
+// binary.
+const InitName = "code-sandbox-init"
+
+// TiniStatic is Debian's static build of tini (package tini), the init a
+// sandbox runs where the server has no code-sandbox-init beside it.
+const TiniStatic = "/usr/bin/tini-static"
+
+// DefaultInit returns the host path of the init every sandbox runs as its
+// pid 1 unless configured otherwise: code-sandbox-init beside the
+// server's own executable where there is one, else TiniStatic. Both reap
+// orphans, forward signals and exit with the program's status; ours also
+// lets go of its copies of the output pipes, so that a run ends with its
+// program rather than with the init (see Sandbox.waitExit).
+func DefaultInit() string {
+	if exe, err := os.Executable(); err == nil {
+		ours := filepath.Join(filepath.Dir(exe), InitName)
+		if _, err := os.Stat(ours); err == nil {
+			return ours
+		}
+	}
+	return TiniStatic
+}
 
 // CheckInit checks that path (DefaultInit if empty) is an init that a
 // sandbox can run whatever its image holds, and returns the path: an
@@ -24,14 +44,14 @@ const DefaultInit = "/usr/bin/tini-static"
 // and runs as its pid 1.
 func CheckInit(path string) (string, error) {
 	if path == "" {
-		path = DefaultInit
+		path = DefaultInit()
 	}
 	if !filepath.IsAbs(path) {
 		return "", fmt.Errorf("the sandboxes' init %q is not an absolute path: %w", path, errdefs.ErrInvalidArgument)
 	}
 	fi, err := os.Stat(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("the sandboxes' init %s does not exist: install tini (on Debian and Ubuntu `apt-get install tini`, which has /usr/bin/tini-static), or set [sandbox] init to a static init that runs what follows its \"--\" as its child, such as tini-static: %w", path, errdefs.ErrFailedPrecondition)
+		return "", fmt.Errorf("the sandboxes' init %s does not exist: build code-sandbox-init beside the server (make build), or install tini (on Debian and Ubuntu `apt-get install tini`, which has /usr/bin/tini-static), or set [sandbox] init to a static init that runs what follows its \"--\" as its child: %w", path, errdefs.ErrFailedPrecondition)
 	}
 	if err != nil {
 		return "", fmt.Errorf("the sandboxes' init: %w", err)

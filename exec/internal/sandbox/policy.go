@@ -44,6 +44,6 @@ func Described(lang config.Language) sandboxoci.Policy {
 		// workspace_size; any host directory stands for it in the spec.
 		workspaceDir: "/workspace-of-each-run",
 		// Every sandbox has the server's init; any host path stands for it.
-		initPath: DefaultInit,
+		initPath: "/init-of-the-server",
 	})
 }

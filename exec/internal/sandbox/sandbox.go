@@ -177,6 +177,10 @@ type Sandbox struct {
 	// exitOwed is set when Execute took the kernel's word on the exit and
 	// did not wait for containerd's: Destroy waits for it first.
 	exitOwed bool
+	// endedByProgram is set when Execute took the program's end for the
+	// run's, before its init's (see waitExit): how it ended is the
+	// program's alone to tell.
+	endedByProgram bool
 	// taskFailed is set when the task could not be created: Destroy
 	// then stops a shim containerd may have left (see sweep.Reaper.StopLeftShims).
 	taskFailed bool
