@@ -84,7 +84,9 @@ type Sandbox struct {
 	// claimed; every server on the host must use the same one.
 	UIDLockDir string `toml:"uid_lock_dir"`
 	// Init is the host path of the static init that runs as pid 1 of
-	// every sandbox, mounted read-only into each.
+	// every sandbox, mounted read-only into each; empty (the default) is
+	// code-sandbox-init beside the server's executable, else Debian's
+	// /usr/bin/tini-static (exec.Config.Init).
 	Init string `toml:"init"`
 	// FileRetention is how long a run's output files can be read back
 	// through their sandbox:// URIs; FileRetentionBytes caps what all

@@ -68,8 +68,8 @@ func (c *Config) validateSandbox() []error {
 	if !strings.HasPrefix(c.Sandbox.UIDLockDir, "/") {
 		bad("sandbox.uid_lock_dir", "%q is not an absolute path", c.Sandbox.UIDLockDir)
 	}
-	if !strings.HasPrefix(c.Sandbox.Init, "/") {
-		bad("sandbox.init", "%q is not an absolute path", c.Sandbox.Init)
+	if c.Sandbox.Init != "" && !strings.HasPrefix(c.Sandbox.Init, "/") {
+		bad("sandbox.init", "%q is not an absolute path (or empty: code-sandbox-init beside the server, else /usr/bin/tini-static)", c.Sandbox.Init)
 	}
 	if c.Sandbox.Concurrency < 0 {
 		bad("sandbox.concurrency", "%d is negative; 0 means the number of CPUs", c.Sandbox.Concurrency)
