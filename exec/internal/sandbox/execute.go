@@ -293,9 +293,10 @@ func (s *Sandbox) endedBy(code uint32) (sig syscall.Signal, known bool) {
 // the init: nothing else can then write the program's output or its
 // files, and what it wrote is written. With an orphan of the program
 // still running, or where the kernel's word is missing, ok is false, and
-// the run ends with the init, which ends that orphan. A program whose
-// threads outlive its main one is still listed; so is one that ended
-// while the init is stopped (the kernel lists no zombie).
+// the run ends with the init, which ends that orphan. The kernel lists
+// no zombie, so the init need not have reaped the program yet; it does
+// list a program whose other threads outlive its main one, which
+// waitExit polls for.
 func (s *Sandbox) programEnded() (status uint32, ok bool) {
 	c, ok := s.exit.Child().Code()
 	if !ok {

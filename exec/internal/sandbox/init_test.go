@@ -7,9 +7,9 @@ import (
 	"testing"
 )
 
-// CheckInit takes Debian's static tini (and code-sandbox-init: see
-// integration's servers, which have it beside them), and refuses, saying why, an init
-// a sandbox could not run or that others could change.
+// CheckInit takes Debian's static tini (and code-sandbox-init, which the
+// integration suite's servers have beside them), and refuses, saying
+// why, an init a sandbox could not run or that others could change.
 func TestCheckInit(t *testing.T) {
 	dir := t.TempDir()
 	script := filepath.Join(dir, "script")
