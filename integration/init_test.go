@@ -312,17 +312,46 @@ func wantGone(t *testing.T, stdout []byte, marker string) {
 // that run as uid (zombies included) or run sleep marker.
 func leftProcesses(uid uint32, marker string) []string {
 	var out []string
+	for _, p := range procTable() {
+		if p.uid == uid || p.cmdline == "sleep\x00"+marker+"\x00" {
+			out = append(out, fmt.Sprintf("%d: %q", p.pid, p.cmdline))
+		}
+	}
+	return out
+}
+
+// hostProcess is a process of the host, as /proc tells it.
+type hostProcess struct {
+	pid     int
+	uid     uint32 // real uid
+	cmdline string // NUL-separated, as /proc has it; empty for a zombie
+}
+
+// procTable lists the host's processes, those that ended while it
+// read /proc left out.
+func procTable() []hostProcess {
+	var out []hostProcess
 	ents, _ := os.ReadDir("/proc")
 	for _, ent := range ents {
 		pid, err := strconv.Atoi(ent.Name())
 		if err != nil {
 			continue
 		}
-		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if strings.Contains(string(status), fmt.Sprintf("\nUid:\t%d\t", uid)) || string(cmdline) == "sleep\x00"+marker+"\x00" {
-			out = append(out, fmt.Sprintf("%d: %q", pid, cmdline))
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
 		}
+		_, rest, ok := strings.Cut(string(status), "\nUid:\t")
+		if !ok {
+			continue
+		}
+		real, _, _ := strings.Cut(rest, "\t")
+		uid, err := strconv.ParseUint(real, 10, 32)
+		if err != nil {
+			continue
+		}
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		out = append(out, hostProcess{pid: pid, uid: uint32(uid), cmdline: string(cmdline)})
 	}
 	return out
 }
@@ -562,16 +591,9 @@ func TestInitStoppedDoesNotHoldTheResult(t *testing.T) {
 
 // initOf is the host pid of the sandbox init that runs as uid, or 0.
 func initOf(uid uint32) int {
-	ents, _ := os.ReadDir("/proc")
-	for _, ent := range ents {
-		pid, err := strconv.Atoi(ent.Name())
-		if err != nil {
-			continue
-		}
-		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		if strings.Contains(string(status), fmt.Sprintf("\nUid:\t%d\t", uid)) && strings.HasPrefix(string(cmdline), sandboxoci.InitPath+"\x00") {
-			return pid
+	for _, p := range procTable() {
+		if p.uid == uid && strings.HasPrefix(p.cmdline, sandboxoci.InitPath+"\x00") {
+			return p.pid
 		}
 	}
 	return 0
