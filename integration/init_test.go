@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	osexec "os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -530,15 +531,24 @@ func openSession(t *testing.T, e *exec.Executor, lang string) exec.SessionInfo {
 // test stops the init (SIGSTOP from the host) once the program has
 // started; the program then prints and exits 3. Were the result the
 // init's exit, as it was under tini (which also keeps the output's pipes
-// open), the run would end only at its timeout.
+// open), the run would end only at its timeout. Without pools
+// (SANDBOX_TEST_NO_POOLS, make test-cgroupv2's VM) only the sandboxes made
+// on demand run: the path is the same, the cgroup's listing v2's.
 func TestInitStoppedDoesNotHoldTheResult(t *testing.T) {
-	e := newExecutor(t, func(c *exec.Config) { c.Languages = initLanguages() })
+	langs := initLanguages()
+	if testNoPools {
+		langs = slices.DeleteFunc(langs, func(l config.Language) bool { return l.Pool != 0 })
+	}
+	e := newExecutor(t, func(c *exec.Config) { c.Languages = langs })
 	programs := []struct{ lang, code string }{
 		{"python", "import os, sys, time\nprint(os.getuid(), flush=True)\ntime.sleep(2)\nprint('done')\nsys.exit(3)\n"},
 		{"javascript", "console.log(process.getuid())\nsetTimeout(() => { console.log('done'); process.exit(3) }, 2000)\n"},
 	}
 	for _, p := range programs {
 		for _, k := range initKinds {
+			if testNoPools && k.suffix != "-ondemand" {
+				continue
+			}
 			t.Run(p.lang+"/"+k.name, func(t *testing.T) {
 				lang := p.lang + k.suffix
 				if k.suffix != "-ondemand" && !waitFor(90*time.Second, func() bool { return e.PoolSizes()[lang] == 2 }) {
