@@ -34,7 +34,7 @@ setup: ## Set up this machine as root (apt packages, containerd, binary, images)
 run: setup ## Set up, then serve MCP over stdio (stdout carries only the server's frames).
 	@exec $(BIN)
 
-build: ## Build the binary to bin/code-sandbox-mcp.
+build: ## Build the binary to bin/code-sandbox-mcp, and the sandboxes' init (C, needs cc) beside it.
 	@$(setup_env) scripts/setup build
 
 images: ## Build the image archives (cached in CACHE) and import them into the system containerd.
