@@ -10,12 +10,9 @@ import (
 	"strings"
 
 	"github.com/containerd/errdefs"
-)
 
-// InitName is the file name of this project's init
-// (containers/sandboxinit), which make setup builds beside the server's
-// binary.
-const InitName = "code-sandbox-init"
+	"code-sandbox-mcp/containers/sandboxinit"
+)
 
 // TiniStatic is Debian's static build of tini (package tini), the init a
 // sandbox runs where the server has no code-sandbox-init beside it.
@@ -29,7 +26,7 @@ const TiniStatic = "/usr/bin/tini-static"
 // program rather than with the init (see Sandbox.waitExit).
 func DefaultInit() string {
 	if exe, err := os.Executable(); err == nil {
-		ours := filepath.Join(filepath.Dir(exe), InitName)
+		ours := filepath.Join(filepath.Dir(exe), sandboxinit.Name)
 		if _, err := os.Stat(ours); err == nil {
 			return ours
 		}
