@@ -6,7 +6,9 @@
  *
  * It runs PROGRAM as its one child, in a process group of its own, with
  * the signal mask it was given; forwards to that child every signal it
- * gets but SIGCHLD; reaps every process that ends in the sandbox; and
+ * gets but SIGCHLD (and SIGKILL and SIGSTOP, which no process can catch,
+ * and the faults below, which end the init); reaps every process that
+ * ends in the sandbox; and
  * exits as soon as the child has ended, with its exit status, or 128+N
  * when signal N killed it. The kernel then ends whatever else still runs
  * in the sandbox's pid namespace. That much is what tini does.
