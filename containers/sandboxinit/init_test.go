@@ -139,7 +139,9 @@ func TestSignalsForwarded(t *testing.T) {
 		}
 		line := make([]byte, 6)
 		if _, err := io.ReadFull(out, line); err != nil || string(line) != "ready\n" {
-			cmd.Process.Kill()
+			// SIGTERM, which the init passes on: a SIGKILL would end the
+			// init alone and leave the shell's loop running.
+			cmd.Process.Signal(syscall.SIGTERM)
 			cmd.Wait()
 			t.Fatalf("%v: the program did not start: %q, %v", sig, line, err)
 		}
