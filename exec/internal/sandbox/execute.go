@@ -187,6 +187,13 @@ func (s *Sandbox) waitExit(stop <-chan struct{}, grace bool) (status uint32, end
 		case <-program:
 			program = nil
 			recheck = time.After(0)
+			// Read the count of OOM kills while the init keeps the
+			// cgroup: the kernel counts a kill before it sends it, and
+			// under the systemd driver the cgroup goes soon after the
+			// init, with the count, and with it maybe the inotify word
+			// on its last change (the kernel defers a change that
+			// follows another within 10 ms).
+			s.ooms.Kills()
 		case <-recheck:
 			recheck = nil
 			if c, ok := s.programEnded(); ok {
@@ -245,7 +252,8 @@ func (s *Sandbox) Explain(res *Result, code uint32) {
 		// Only the kernel's OOM killer sends a SIGKILL that we did not;
 		// its event may trail the exit a little. Where the kernel's word
 		// is missing, 137 is waited on too.
-		if sig == syscall.SIGKILL || (!known && code == 128+uint32(syscall.SIGKILL)) {
+		// A kill the cgroup counted already needs no wait.
+		if (sig == syscall.SIGKILL || (!known && code == 128+uint32(syscall.SIGKILL))) && !s.oomCounted(s.oomsTold.Load()) {
 			t := time.NewTimer(oomGrace)
 			select {
 			case <-s.oom:
