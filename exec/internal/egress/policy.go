@@ -1,8 +1,11 @@
-// Package egress decides where a sandbox with a network may connect: a
-// Policy built from a language's allow and deny lists answers for a
-// host name as a client asked for it, and then for each address the
-// name resolved to. It is the rule the proxy of issue 31 applies; it
-// knows nothing of sockets, containerd or MCP.
+// Package egress is a sandbox's way out, for a language given a network
+// (issue 31): a Policy built from its allow and deny lists answers for a
+// host name as a client asked for it, and then for each address the name
+// resolved to; a Proxy, one per sandbox, serves HTTP CONNECT and plain
+// HTTP on a listener it is given, and connects only where the Policy
+// allows. It knows nothing of network namespaces, containerd or MCP: the
+// sandbox's side (a listener the sandbox can reach, and nothing else) is
+// its caller's. Nothing uses it yet.
 package egress
 
 import (
