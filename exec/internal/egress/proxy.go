@@ -171,10 +171,11 @@ func (h *headReader) Read(b []byte) (int, error) {
 }
 
 // hostLine returns the Host header of the request head in b, which
-// http.ReadRequest drops for a request in absolute form.
+// http.ReadRequest drops for a request in absolute form. Lines may end in
+// a bare LF, as ReadRequest accepts.
 func hostLine(b []byte) (string, bool) {
-	head, _, _ := bytes.Cut(b, []byte("\r\n\r\n"))
-	lines := strings.Split(string(head), "\r\n")
+	head, _, _ := bytes.Cut(bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")), []byte("\n\n"))
+	lines := strings.Split(string(head), "\n")
 	for _, l := range lines[1:] {
 		name, value, ok := strings.Cut(l, ":")
 		if ok && strings.EqualFold(strings.TrimSpace(name), "Host") {

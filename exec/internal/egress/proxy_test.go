@@ -142,18 +142,20 @@ func TestPlainHTTP(t *testing.T) {
 // refused: the Host header is what the origin serves by.
 func TestPlainHTTPHostMismatch(t *testing.T) {
 	f := newFixture(t, []string{"api.test"}, nil, map[string]netip.Addr{"api.test": upstreamAddr}, "127.0.0.1:1", Limits{})
-	c, err := net.Dial("tcp", f.url.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "GET http://api.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n")
-	res, err := http.ReadResponse(bufio.NewReader(c), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusForbidden {
-		t.Errorf("got %d; want 403", res.StatusCode)
+	for _, eol := range []string{"\r\n", "\n"} {
+		c, err := net.Dial("tcp", f.url.Host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET http://api.test/ HTTP/1.1%sHost: evil.test%s%s", eol, eol, eol)
+		res, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.StatusCode != http.StatusForbidden {
+			t.Errorf("lines ending in %q: got %d; want 403", eol, res.StatusCode)
+		}
 	}
 	if n := f.upstream.Load(); n != 0 {
 		t.Errorf("%d upstream connections; want none", n)
