@@ -17,6 +17,12 @@ import (
 	"time"
 )
 
+// Secret is one header the proxy sets for one host.
+type Secret struct {
+	Header string // such as "Authorization"
+	Value  string // the whole value, such as "Bearer " and the key
+}
+
 // Limits bound what one Proxy (one sandbox) may use.
 type Limits struct {
 	MaxConns       int           // connections open at once
@@ -32,7 +38,8 @@ type Record struct {
 	Port      int           `json:"port"`
 	Method    string        `json:"method"` // CONNECT, or the plain HTTP request's method
 	Allowed   bool          `json:"allowed"`
-	Reason    string        `json:"reason,omitempty"` // why it was refused, or how it ended early
+	Reason    string        `json:"reason,omitempty"`        // why it was refused, or how it ended early
+	Secret    string        `json:"secret_header,omitempty"` // the header the proxy set, by name only
 	BytesUp   int64         `json:"bytes_up"`
 	BytesDown int64         `json:"bytes_down"`
 	Duration  time.Duration `json:"duration_ns"`
@@ -53,6 +60,13 @@ type Proxy struct {
 	Dial func(ctx context.Context, addr netip.AddrPort) (net.Conn, error)
 	// Record, if set, is told of each connection as it ends.
 	Record func(Record)
+	// Secrets are headers the proxy sets on plain-HTTP requests to one
+	// host each, keyed by the host's name in lower case without a
+	// trailing dot (no wildcards): the program never holds their values,
+	// and a header of the same name that it sent is replaced. A request to
+	// any other host, a redirect's included, gets none. Requests inside
+	// CONNECT are TLS, which the proxy does not read, and get none.
+	Secrets map[string]Secret
 
 	conns sync.WaitGroup
 	open  atomic.Int64
@@ -341,6 +355,10 @@ func (p *Proxy) plain(ctx context.Context, c net.Conn, req *http.Request, rec *R
 		req.Header.Del(h)
 	}
 	req.Close = true
+	if sec, ok := p.Secrets[rec.Host]; ok && sec.Header != "" {
+		req.Header.Set(sec.Header, sec.Value)
+		rec.Secret = http.CanonicalHeaderKey(sec.Header)
+	}
 	req.RequestURI = ""
 	cu := &countingWriter{w: up, p: p, n: &rec.BytesUp}
 	if err := req.Write(cu); err != nil {

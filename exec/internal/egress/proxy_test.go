@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -439,5 +440,55 @@ func TestServeEndsWithItsContext(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Serve did not return within 5 s of its context's end")
+	}
+}
+
+// A secret goes to its host alone, over plain HTTP, replacing what the
+// program sent; a redirect to another host does not carry it; the
+// record names the header and never holds the value.
+func TestSecrets(t *testing.T) {
+	const value = "Bearer s3cr3t-value"
+	got := make(chan string, 4)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- strings.ToLower(r.Host) + " " + r.Header.Get("Authorization")
+		if strings.EqualFold(r.Host, "api.test") {
+			http.Redirect(w, r, "http://other.test/next", http.StatusFound)
+		}
+	}))
+	defer up.Close()
+	names := map[string]netip.Addr{"api.test": upstreamAddr, "other.test": upstreamAddr}
+	f := newFixture(t, []string{"api.test", "other.test"}, nil, names, up.Listener.Addr().String(), Limits{})
+	f.proxy.Secrets = map[string]Secret{"api.test": {Header: "authorization", Value: value}}
+	req, _ := http.NewRequest("GET", "http://API.test/", nil)
+	req.Header.Set("Authorization", "Bearer from-the-program")
+	res, err := f.client(nil).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	next := func() string {
+		select {
+		case g := <-got:
+			return g
+		case <-time.After(10 * time.Second):
+			t.Fatal("the upstream got no request")
+			return ""
+		}
+	}
+	if g := next(); g != "api.test "+value {
+		t.Errorf("its host got %q; want the secret in place of the program's header", g)
+	}
+	if g := next(); g != "other.test Bearer from-the-program" && g != "other.test " {
+		t.Errorf("the redirect's host got %q; want no secret", g)
+	}
+	for range 2 {
+		r := f.record(t)
+		b, _ := json.Marshal(r)
+		if strings.Contains(string(b), "s3cr3t") {
+			t.Errorf("record %s holds the secret", b)
+		}
+		if want := map[string]string{"api.test": "Authorization", "other.test": ""}[r.Host]; r.Secret != want {
+			t.Errorf("record for %s names header %q; want %q", r.Host, r.Secret, want)
+		}
 	}
 }
