@@ -323,8 +323,9 @@ func (p *Proxy) plain(ctx context.Context, c net.Conn, req *http.Request, rec *R
 		rec.Host = req.Host
 		return refuse(http.StatusBadRequest, "want an absolute http:// URL or CONNECT, got %q", req.RequestURI)
 	}
-	// ReadRequest takes the host from an absolute URL and leaves the Host
-	// line in the header map; what is sent on names the URL's.
+	// The Host line as the client sent it (serveConn puts it back:
+	// ReadRequest drops it for a request in absolute form). What is sent
+	// on names the URL's host.
 	if h := req.Header.Get("Host"); h != "" && !strings.EqualFold(h, u.Host) {
 		rec.Host = u.Hostname()
 		return refuse(http.StatusForbidden, "the URL's host %q and the Host header %q differ: %v", u.Host, h, ErrDenied)
