@@ -159,6 +159,9 @@ func (r rules) holds(a netip.Addr) bool {
 func (p *Policy) Host(host string) error {
 	name := canonical(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 	if a, err := netip.ParseAddr(name); err == nil {
+		if a.Zone() != "" {
+			return fmt.Errorf("%q names an interface of the host: %w", host, ErrDenied)
+		}
 		name = a.Unmap().String()
 	} else if checkName(name) != nil {
 		return fmt.Errorf("%q is not a host name: %w", host, ErrDenied)
@@ -180,6 +183,9 @@ func (p *Policy) Host(host string) error {
 // host's loopback, or into a private network, is not reached through it.
 func (p *Policy) Addr(a netip.Addr) error {
 	a = a.Unmap()
+	if a.Zone() != "" {
+		return fmt.Errorf("address %s names an interface of the host: %w", a, ErrDenied)
+	}
 	if p.deny.holds(a) {
 		return fmt.Errorf("address %s is on the deny list: %w", a, ErrDenied)
 	}

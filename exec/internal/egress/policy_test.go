@@ -37,6 +37,7 @@ func TestHost(t *testing.T) {
 		{"203.0.113.16", false},        // past the prefix
 		{"[2001:db8::1]", true},        // IPv6 in a listed prefix
 		{"::ffff:198.51.100.7", true},  // an IPv4-mapped form of a listed address
+		{"[2001:db8::1%eth0]", false},  // a zone: an interface of the host
 		{"", false},                    // nothing
 		{"api.example.com:443", false}, // a port is the caller's to strip
 		{"api.example.com/x", false},   // not a host name
@@ -114,6 +115,7 @@ func TestAddr(t *testing.T) {
 		{"198.51.100.66", false},       // denied
 		{"198.51.100.1", false},        // the host's own
 		{"::ffff:198.51.100.1", false}, // the host's own, IPv4-mapped
+		{"2001:db8::7%eth0", false},    // a zone: an interface of the host
 	} {
 		err := p.Addr(netip.MustParseAddr(tc.addr))
 		if (err == nil) != tc.ok {
