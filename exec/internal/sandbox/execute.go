@@ -241,6 +241,12 @@ func (s *Sandbox) waitExit(stop <-chan struct{}, grace bool) (status uint32, end
 // kills. A status of 128+N is a program's own exit status unless one of
 // them says a signal ended it.
 func (s *Sandbox) Explain(res *Result, code uint32) {
+	// The OOM event may come late, or not at all from a shim that goes
+	// away first; the cgroup's own count of OOM kills says for sure. The
+	// event tells of any kill in the sandbox, so once kills are told
+	// apart (a session's earlier ones) only the count can.
+	told := s.oomsTold.Load()
+	counted := s.oomCounted(told)
 	if res.TimedOut {
 		res.Signal = signalName(syscall.SIGKILL)
 	} else if code > 128 {
@@ -250,24 +256,20 @@ func (s *Sandbox) Explain(res *Result, code uint32) {
 		}
 		res.SignalUnknown = !known && code <= 128+64
 		// Only the kernel's OOM killer sends a SIGKILL that we did not;
-		// its event may trail the exit a little. Where the kernel's word
-		// is missing, 137 is waited on too.
-		// A kill the cgroup counted already needs no wait.
-		if (sig == syscall.SIGKILL || (!known && code == 128+uint32(syscall.SIGKILL))) && !s.oomCounted(s.oomsTold.Load()) {
+		// its event may trail the exit a little, unless the count has
+		// it already. Where the kernel's word is missing, 137 is waited
+		// on too.
+		if !counted && (sig == syscall.SIGKILL || (!known && code == 128+uint32(syscall.SIGKILL))) {
 			t := time.NewTimer(oomGrace)
 			select {
 			case <-s.oom:
 			case <-t.C:
 			}
 			t.Stop()
+			counted = s.oomCounted(told)
 		}
 	}
-	// The OOM event may come late, or not at all from a shim that goes
-	// away first; the cgroup's own count of OOM kills says for sure. The
-	// event tells of any kill in the sandbox, so once kills are told
-	// apart (a session's earlier ones) only the count can.
-	told := s.oomsTold.Load()
-	if (told == 0 && watch.IsClosed(s.oom)) || s.oomCounted(told) {
+	if (told == 0 && watch.IsClosed(s.oom)) || counted {
 		res.OOMKilled = true
 		res.Signal = signalName(syscall.SIGKILL)
 		res.SignalUnknown = false
