@@ -23,12 +23,14 @@ type Secret struct {
 	Value  string // the whole value, such as "Bearer " and the key
 }
 
-// Limits bound what one Proxy (one sandbox) may use.
+// Limits bound what one Proxy (one sandbox) may use. A zero MaxConns or
+// MaxBytes is no limit; a zero ConnectTimeout is 10 s, a zero
+// IdleTimeout a minute.
 type Limits struct {
 	MaxConns       int           // connections open at once
 	MaxBytes       int64         // bytes both ways over the proxy's life
-	ConnectTimeout time.Duration // name resolution and the upstream dial
-	IdleTimeout    time.Duration // no byte either way for this long ends a connection
+	ConnectTimeout time.Duration // name resolution, and the upstream dial
+	IdleTimeout    time.Duration // no byte from one side for this long ends a connection
 }
 
 // Record is what a Proxy tells of one connection a sandbox opened
