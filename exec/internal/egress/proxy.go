@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -367,23 +368,30 @@ func (p *Proxy) plain(ctx context.Context, c net.Conn, req *http.Request, rec *R
 	if err := req.Write(cu); err != nil {
 		return err
 	}
-	_, err = p.copy(c, up, &rec.BytesDown, up)
-	return err
+	var act activity
+	act.touch()
+	return p.copy(c, up, &rec.BytesDown, up, &act)
 }
 
 // splice copies both ways until either side ends or a limit is reached.
+// A connection is idle when neither way has moved a byte for the idle
+// timeout: a long download through TLS, whose client says nothing, is
+// not.
 func (p *Proxy) splice(c net.Conn, br *bufio.Reader, up net.Conn, rec *Record) error {
-	errc := make(chan error, 2)
+	var act activity
+	act.touch()
+	errc := make(chan error, 1)
 	go func() {
-		_, err := p.copy(up, br, &rec.BytesUp, c)
+		err := p.copy(up, br, &rec.BytesUp, c, &act)
 		closeWrite(up)
 		errc <- err
 	}()
-	_, err := p.copy(c, up, &rec.BytesDown, up)
+	err := p.copy(c, up, &rec.BytesDown, up, &act)
 	closeWrite(c)
 	if err != nil {
 		// The other way may be blocked in a read of a client that waits
 		// for what will not come.
+		act.stopped.Store(true)
 		c.SetReadDeadline(time.Now())
 	}
 	return errors.Join(err, <-errc)
@@ -405,6 +413,15 @@ func closeWrite(c net.Conn) {
 	}
 }
 
+// activity is when a connection last moved a byte either way, and
+// whether its copies are to stop.
+type activity struct {
+	last    atomic.Int64 // Unix nanoseconds
+	stopped atomic.Bool
+}
+
+func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
+
 // errBytes is the proxy's byte limit reached.
 var errBytes = errors.New("over the sandbox's limit of bytes through the network")
 
@@ -416,29 +433,32 @@ func (p *Proxy) count(n int64) error {
 	return nil
 }
 
-// copy copies src to dst, counting into n and the proxy's total, each
-// read bounded by the idle timeout on from.
-func (p *Proxy) copy(dst io.Writer, src io.Reader, n *int64, from net.Conn) (int64, error) {
+// copy copies src (read from the connection from) to dst, counting into
+// n and the proxy's total, until src ends, a limit is reached, or the
+// connection has been idle (see activity) for the idle timeout.
+func (p *Proxy) copy(dst io.Writer, src io.Reader, n *int64, from net.Conn, act *activity) error {
 	buf := make([]byte, 32<<10)
-	var total int64
 	for {
 		from.SetReadDeadline(time.Now().Add(p.idle()))
 		k, rerr := src.Read(buf)
 		if k > 0 {
+			act.touch()
 			if err := p.count(int64(k)); err != nil {
-				return total, err
+				return err
 			}
 			if _, err := dst.Write(buf[:k]); err != nil {
-				return total, err
+				return err
 			}
-			total += int64(k)
 			atomic.AddInt64(n, int64(k))
 		}
-		if rerr == io.EOF {
-			return total, nil
-		}
-		if rerr != nil {
-			return total, rerr
+		switch {
+		case rerr == io.EOF:
+			return nil
+		case errors.Is(rerr, os.ErrDeadlineExceeded) && !act.stopped.Load() &&
+			time.Since(time.Unix(0, act.last.Load())) < p.idle():
+			// The other way moved: the connection is not idle.
+		case rerr != nil:
+			return rerr
 		}
 	}
 }

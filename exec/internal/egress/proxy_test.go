@@ -492,3 +492,32 @@ func TestSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A download through CONNECT that outlasts the idle timeout, while its
+// client sends nothing, is not idle: it goes on to its end.
+func TestLongDownloadIsNotIdle(t *testing.T) {
+	const chunks = 15
+	up := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for i := range chunks {
+			select {
+			case <-r.Context().Done():
+				return // the client's side closed
+			case <-time.After(100 * time.Millisecond):
+			}
+			fmt.Fprintf(w, "chunk %d\n", i)
+			w.(http.Flusher).Flush()
+		}
+	}))
+	defer up.Close()
+	f := newFixture(t, []string{"example.com"}, nil, map[string]netip.Addr{"example.com": upstreamAddr}, up.Listener.Addr().String(), Limits{IdleTimeout: 600 * time.Millisecond})
+	roots := up.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	res, err := f.client(&tls.Config{RootCAs: roots}).Get("https://example.com/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if n := strings.Count(string(body), "chunk "); n != chunks || err != nil {
+		t.Errorf("got %d of %d chunks (%v) over %d ms with an idle timeout of 600 ms", n, chunks, err, chunks*100)
+	}
+}
