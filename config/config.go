@@ -31,6 +31,7 @@ type Config struct {
 	Tasks      Tasks                    `toml:"tasks"`
 	HTTP       HTTP                     `toml:"http"`
 	Audit      Audit                    `toml:"audit"`
+	Network    *Network                 `toml:"network"`
 	Languages  map[string]LanguageTable `toml:"languages"`
 	// File is the path Load read, "" for the defaults alone: commands
 	// that must read the same file name it.
@@ -300,6 +301,10 @@ type LanguageTable struct {
 	// Packages are added to Image by `images build --configured`; the
 	// language then runs in the image built, PackagesImage's.
 	Packages Packages `toml:"packages"`
+	// Network, if set, replaces [network] for this language: the
+	// language's sandboxes reach what it allows, and no more; one that
+	// allows nothing has no network.
+	Network *Network `toml:"network"`
 }
 
 // Default returns the embedded defaults.
@@ -361,8 +366,9 @@ func (c *Config) decode(data, name string) error {
 		Tasks      *Tasks                    `toml:"tasks"`
 		HTTP       *HTTP                     `toml:"http"`
 		Audit      *Audit                    `toml:"audit"`
+		Network    **Network                 `toml:"network"`
 		Languages  map[string]toml.Primitive `toml:"languages"`
-	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.Tasks, &c.HTTP, &c.Audit, nil}
+	}{&c.Containerd, &c.Sandbox, &c.Limits, &c.Sessions, &c.Tasks, &c.HTTP, &c.Audit, &c.Network, nil}
 	md, err := toml.Decode(data, &f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)

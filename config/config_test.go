@@ -93,7 +93,7 @@ func TestExampleMatchesDefaults(t *testing.T) {
 		rt := reflect.TypeOf(s.v)
 		for i := 0; i < rt.NumField(); i++ {
 			k := s.table + "." + rt.Field(i).Tag.Get("toml")
-			if rt.Field(i).Name == "Limits" {
+			if n := rt.Field(i).Name; n == "Limits" || n == "Network" {
 				continue // per-language overrides: none by default
 			}
 			if !def[k] {
@@ -106,8 +106,10 @@ func TestExampleMatchesDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(data), "# [languages.python.limits]") {
-		t.Errorf("%s does not show a [languages.NAME.limits] table", example)
+	for _, table := range []string{"# [languages.python.limits]", "# [network]", "# [languages.python.network]", "# [network.secrets."} {
+		if !strings.Contains(string(data), table) {
+			t.Errorf("%s does not show a %s table", example, strings.TrimPrefix(table, "# "))
+		}
 	}
 }
 

@@ -61,6 +61,9 @@ type Language struct {
 	Preload []string
 	// Limits confine each run.
 	Limits Limits
+	// Network is the way out of its sandboxes, with its defaults filled
+	// in; nil means none, no network at all.
+	Network *Network
 }
 
 // sessionDrivers are the session drivers there are, by the interpreter
@@ -121,6 +124,7 @@ func (c *Config) Language(name string) (l Language, ok bool) {
 		Warm:          t.Warm,
 		Preload:       slices.Clone(t.Preload),
 		Limits:        c.limitsFor(name).limits(),
+		Network:       c.networkFor(name),
 	}, true
 }
 

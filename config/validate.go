@@ -48,6 +48,7 @@ func (c *Config) Validate() error {
 	if _, err := ParseUIDRange(c.Limits.UIDRange); err != nil {
 		errs = append(errs, fmt.Errorf("limits.uid_range: %v", err))
 	}
+	errs = append(errs, c.Network.check("network")...)
 	errs = append(errs, c.validateLanguages()...)
 	return errors.Join(errs...)
 }
@@ -155,6 +156,7 @@ func (c *Config) validateLanguages() []error {
 			}
 		}
 		errs = append(errs, c.limitsFor(n).limits().check(key+".limits", true)...)
+		errs = append(errs, l.Network.check(key+".network")...)
 	}
 	return errs
 }
