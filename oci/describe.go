@@ -39,7 +39,9 @@ type Posture struct {
 	Seccomp         bool
 	ReadOnlyRoot    bool
 	// Network is true unless the process gets a network namespace of its
-	// own, which runc brings up with loopback only.
+	// own, which runc brings up with loopback only. A namespace it joins
+	// (Policy.Netns) counts as a network: what it reaches is the
+	// namespace's maker's to say.
 	Network bool
 	// Writable lists the mounts the process can write to, with the size
 	// of each where the spec bounds it (0: unbounded or unknown).

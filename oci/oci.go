@@ -100,6 +100,12 @@ type Policy struct {
 	HooksHostDir string
 	HooksDir     string
 
+	// Netns is the host path of a network namespace the run joins: the
+	// one the server made for it, whose only way out is the server's
+	// proxy (see package egress). Empty gives the run a new network
+	// namespace of its own, with only a loopback: no network.
+	Netns string
+
 	// SystemdCgroup gives the run the cgroupsPath of the systemd cgroup
 	// driver (see SystemdCgroupsPath), for a runtime run with
 	// SystemdCgroup; false keeps containerd's /NAMESPACE/ID, for
@@ -179,7 +185,7 @@ func SpecOpts(p Policy) ([]ctroci.SpecOpts, error) {
 		ctroci.WithMounts(p.mounts()),
 		withPtys(l.Ptys),
 		withMaskedPathsAdded(extraMaskedPaths),
-		withPrivateNetwork,
+		withNetwork(p.Netns),
 		// A cgroup namespace of its own: /proc/self/cgroup shows "/", not
 		// the host's hierarchy and the run's id.
 		ctroci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.CgroupNamespace}),
@@ -216,6 +222,8 @@ func (p Policy) validate() error {
 		return fmt.Errorf("policy has no command")
 	case p.InitHostPath != "" && !path.IsAbs(p.InitHostPath):
 		return fmt.Errorf("policy's init %q is not an absolute path", p.InitHostPath)
+	case p.Netns != "" && !path.IsAbs(p.Netns):
+		return fmt.Errorf("policy's network namespace %q is not an absolute path", p.Netns)
 	case p.WaitForStart && !CanWaitForStart(p.Env):
 		return fmt.Errorf("policy waits for its start in a shell, but its environment sets one of %v, which the shell would change", stubUnset)
 	case p.UID == 0 || p.GID == 0:
@@ -433,17 +441,20 @@ func withMaskedPathsAdded(paths []string) ctroci.SpecOpts {
 	}
 }
 
-// withPrivateNetwork makes sure the run gets a network namespace of its own
-// (with only loopback, which runc brings up) and never joins another.
-func withPrivateNetwork(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
-	for i, ns := range s.Linux.Namespaces {
-		if ns.Type == specs.NetworkNamespace {
-			s.Linux.Namespaces[i].Path = ""
-			return nil
+// withNetwork gives the run the network namespace at path or, for "", a
+// network namespace of its own (with only loopback, which runc brings
+// up); it never keeps another the default spec names.
+func withNetwork(path string) ctroci.SpecOpts {
+	return func(_ context.Context, _ ctroci.Client, _ *containers.Container, s *ctroci.Spec) error {
+		for i, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				s.Linux.Namespaces[i].Path = path
+				return nil
+			}
 		}
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: path})
+		return nil
 	}
-	s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace})
-	return nil
 }
 
 // Env builds a run's environment: the image's own variables, then the

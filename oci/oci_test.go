@@ -375,6 +375,37 @@ func TestSyscallsDeniedNeedsAProfile(t *testing.T) {
 // piece of hardening containerd's default spec happens to have. Against
 // the default spec alone, the option that provides it could be deleted
 // without any test failing.
+// A policy with Netns joins that namespace, whatever the base spec had,
+// and Describe counts it as a network; every other namespace stays new.
+func TestSpecJoinsTheServersNetns(t *testing.T) {
+	p := testPolicy()
+	p.Netns = "/var/lib/code-sandbox-mcp/run/x/netns"
+	for _, base := range []ctroci.SpecOpts{
+		ctroci.WithLinuxNamespace(specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: "/proc/1/ns/net"}),
+		ctroci.WithHostNamespace(specs.NetworkNamespace),
+	} {
+		s := generateOver(t, p, base)
+		var net []specs.LinuxNamespace
+		for _, ns := range s.Linux.Namespaces {
+			switch {
+			case ns.Type == specs.NetworkNamespace:
+				net = append(net, ns)
+			case ns.Path != "":
+				t.Errorf("%s namespace joins %q; want a new one", ns.Type, ns.Path)
+			}
+		}
+		if len(net) != 1 || net[0].Path != p.Netns {
+			t.Errorf("network namespaces: got %+v; want one, at %s", net, p.Netns)
+		}
+		if !Describe(s).Network {
+			t.Error("Describe: Network false for a joined namespace; want true")
+		}
+	}
+	if Describe(generate(t, testPolicy())).Network {
+		t.Error("Describe: Network true without Netns; want false")
+	}
+}
+
 func TestSpecOverAWeakerBase(t *testing.T) {
 	noCapabilities := func(t *testing.T, s *ctroci.Spec) {
 		t.Helper()
@@ -433,20 +464,21 @@ func TestSpecOverAWeakerBase(t *testing.T) {
 
 func TestSpecOptsRefusesUnsafePolicies(t *testing.T) {
 	for name, mutate := range map[string]func(*Policy){
-		"root uid":      func(p *Policy) { p.UID = 0 },
-		"root gid":      func(p *Policy) { p.GID = 0 },
-		"no sigpending": func(p *Policy) { p.Limits.PendingSignals = 0 },
-		"no msgqueue":   func(p *Policy) { p.Limits.MsgQueueBytes = 0 },
-		"negative ptys": func(p *Policy) { p.Limits.Ptys = -1 },
-		"no memory":     func(p *Policy) { p.Limits.MemoryBytes = 0 },
-		"no cpu":        func(p *Policy) { p.Limits.CPUs = 0 },
-		"no pids limit": func(p *Policy) { p.Limits.Pids = 0 },
-		"no tmp size":   func(p *Policy) { p.Limits.TmpBytes = 0 },
-		"no file size":  func(p *Policy) { p.Limits.FileBytes = 0 },
-		"no timeout":    func(p *Policy) { p.Limits.Timeout = 0 },
-		"no command":    func(p *Policy) { p.Args = nil },
-		"relative init": func(p *Policy) { p.InitHostPath = "usr/bin/tini-static" },
-		"stub with PWD": func(p *Policy) { p.WaitForStart = true; p.Env = append(p.Env, "PWD=/x") },
+		"root uid":       func(p *Policy) { p.UID = 0 },
+		"root gid":       func(p *Policy) { p.GID = 0 },
+		"no sigpending":  func(p *Policy) { p.Limits.PendingSignals = 0 },
+		"no msgqueue":    func(p *Policy) { p.Limits.MsgQueueBytes = 0 },
+		"negative ptys":  func(p *Policy) { p.Limits.Ptys = -1 },
+		"no memory":      func(p *Policy) { p.Limits.MemoryBytes = 0 },
+		"no cpu":         func(p *Policy) { p.Limits.CPUs = 0 },
+		"no pids limit":  func(p *Policy) { p.Limits.Pids = 0 },
+		"no tmp size":    func(p *Policy) { p.Limits.TmpBytes = 0 },
+		"no file size":   func(p *Policy) { p.Limits.FileBytes = 0 },
+		"no timeout":     func(p *Policy) { p.Limits.Timeout = 0 },
+		"no command":     func(p *Policy) { p.Args = nil },
+		"relative init":  func(p *Policy) { p.InitHostPath = "usr/bin/tini-static" },
+		"relative netns": func(p *Policy) { p.Netns = "run/netns/x" },
+		"stub with PWD":  func(p *Policy) { p.WaitForStart = true; p.Env = append(p.Env, "PWD=/x") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			p := testPolicy()
