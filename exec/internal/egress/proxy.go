@@ -72,9 +72,14 @@ type Proxy struct {
 	Secrets map[string]Secret
 
 	conns sync.WaitGroup
+	live  atomic.Int64 // connections accepted and not yet recorded
 	open  atomic.Int64
 	bytes atomic.Int64
 }
+
+// Live counts the connections accepted whose Record has not been told
+// yet: those still open, and those closing.
+func (p *Proxy) Live() int { return int(p.live.Load()) }
 
 // Serve accepts connections on l until it is closed, and then waits for
 // the connections under way, which end once ctx does.
@@ -89,8 +94,10 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 			return err
 		}
 		p.conns.Add(1)
+		p.live.Add(1)
 		go func() {
 			defer p.conns.Done()
+			defer p.live.Add(-1)
 			p.serveConn(ctx, c)
 		}()
 	}
