@@ -22,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -68,6 +69,10 @@ type Config struct {
 	UIDLockDir string
 	// PassEnv is added, as KEY=value, to every run's environment.
 	PassEnv []string
+	// LookupEnv reads the server's environment, as os.LookupEnv does (nil
+	// is os.LookupEnv): the values of the secrets a language's network
+	// proxy adds to its requests (config.Network.Secrets).
+	LookupEnv func(string) (string, bool)
 	// Init is the host path of the static init that runs as pid 1 of
 	// every sandbox; empty is sandbox.DefaultInit: code-sandbox-init beside
 	// the server's executable, else Debian's tini-static.
@@ -177,6 +182,10 @@ func newHost(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Host, 
 	if err != nil {
 		return nil, err
 	}
+	egress, err := egressOf(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state directory: %w", err)
 	}
@@ -213,6 +222,7 @@ func newHost(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Host, 
 		PassEnv:     cfg.PassEnv,
 		Init:        initPath,
 		Hard:        hardLimits(),
+		Egress:      egress,
 		UIDs:        ids,
 		Reaper: &sweep.Reaper{
 			Client:      c,
@@ -229,6 +239,31 @@ func newHost(ctx context.Context, cfg Config, log *slog.Logger) (*sandbox.Host, 
 		Log:     log,
 		Created: cfg.Hooks.SandboxCreated,
 	}, nil
+}
+
+// egressOf reads the network of every language that has one.
+func egressOf(cfg Config) (map[string]*sandbox.Egress, error) {
+	lookup := cfg.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	var pass []string
+	for _, kv := range cfg.PassEnv {
+		k, _, _ := strings.Cut(kv, "=")
+		pass = append(pass, k)
+	}
+	out := map[string]*sandbox.Egress{}
+	for _, l := range cfg.Languages {
+		if l.Network == nil {
+			continue
+		}
+		e, err := sandbox.NewEgress(l.Network, lookup, pass)
+		if err != nil {
+			return nil, fmt.Errorf("the network of %s: %w: %w", l.Name, err, errdefs.ErrInvalidArgument)
+		}
+		out[l.Name] = e
+	}
+	return out, nil
 }
 
 // imageChanged invalidates the prepared image of every language that runs

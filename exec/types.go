@@ -43,6 +43,10 @@ type File = workspace.File
 // Result is what one run did: see sandbox.Result.
 type Result = sandbox.Result
 
+// NetworkRecord is one connection a run opened through its sandbox's
+// proxy: see sandbox.NetworkRecord.
+type NetworkRecord = sandbox.NetworkRecord
+
 // SessionResult is what a run in a session adds to its Result: see
 // sandbox.SessionResult.
 type SessionResult = sandbox.SessionResult

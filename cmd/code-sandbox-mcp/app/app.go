@@ -149,6 +149,7 @@ func ExecConfig(cfg *config.Config, env func(string) (string, bool), logger *slo
 		Init:        cfg.Sandbox.Init,
 		Pull:        cfg.Sandbox.Pull == config.PullMissing,
 		Sessions:    sessionConfig(cfg),
+		LookupEnv:   env,
 		Logger:      logger,
 	}
 	for _, name := range cfg.Sandbox.PassThroughEnv {

@@ -69,6 +69,9 @@ func (h *Host) New(ctx context.Context, lang config.Language, o Options) (_ *San
 	if err := workspace.Mount(s.dir, s.uid, lang.Limits.WorkspaceBytes); err != nil {
 		return nil, err
 	}
+	if err := s.openNetwork(); err != nil {
+		return nil, err
+	}
 	if err := s.createContainer(ctx, labels, o); err != nil {
 		return nil, err
 	}
@@ -242,6 +245,7 @@ func (s *Sandbox) createContainer(ctx context.Context, labels map[string]string,
 		codeDir: filepath.Join(s.dir, "code"), workspaceDir: filepath.Join(s.dir, workspace.Dir),
 	})
 	policy.Background = o.Background
+	s.withNetwork(&policy)
 	driver := ""
 	if s.session == nil {
 		driver = o.WarmDriver

@@ -49,6 +49,8 @@ func (s *Sandbox) Destroy(ctx context.Context) {
 			s.h.Log.Warn("delete sandbox; retrying in the background", "run", s.id, "err", failed)
 		}
 	}
+	// Its processes are gone, or out of reach: its connections go too.
+	s.closeNetwork()
 	if s.stopOOM != nil {
 		s.stopOOM()
 	}

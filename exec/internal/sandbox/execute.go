@@ -91,6 +91,11 @@ func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.Fi
 	drained := time.Now()
 	res.ExitCode = int(status)
 	s.Explain(res, status)
+	// The program has ended: what it left running goes with the sandbox,
+	// and its connections with the proxy, now, so that every one is in
+	// the result.
+	s.closeNetwork()
+	res.Network = s.Network()
 	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
 	res.Stderr, res.StderrDropped = s.stderr.Bytes()
 	lim := s.lang.Limits

@@ -13,6 +13,9 @@ type runFacts struct {
 	uid               uint32
 	codeDir           string // host directories: the program's, the workspace
 	workspaceDir      string
+	// netns stands for a run's network namespace in a description,
+	// where no run made one (a run's is set by withNetwork).
+	netns bool
 }
 
 // basePolicy is the policy of every sandbox of lang with f's facts: the
@@ -27,6 +30,9 @@ func basePolicy(lang config.Language, f runFacts) sandboxoci.Policy {
 	p.CodeHostDir, p.WorkspaceHostDir = f.codeDir, f.workspaceDir
 	p.InitHostPath = f.initPath
 	p.UID, p.GID = f.uid, f.uid
+	if f.netns {
+		p.Netns = "/netns-of-each-run"
+	}
 	return p
 }
 
@@ -45,5 +51,7 @@ func Described(lang config.Language) sandboxoci.Policy {
 		workspaceDir: "/workspace-of-each-run",
 		// Every sandbox has the server's init; any host path stands for it.
 		initPath: "/init-of-the-server",
+		// Each run with a network joins a namespace of its own.
+		netns: lang.Network != nil,
 	})
 }

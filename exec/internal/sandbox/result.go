@@ -47,6 +47,11 @@ type Result struct {
 	// left out: past a cap, or with a name that is not printable UTF-8.
 	Files        []workspace.File
 	FilesDropped int
+	// Network lists the connections the run opened through its proxy,
+	// allowed or refused, in the order they ended; nil for a language
+	// with no network. A session's cell lists those that ended while it
+	// ran, or before it and after the previous cell's result.
+	Network []NetworkRecord
 	// Session is set for a run in a session.
 	Session *SessionResult
 }

@@ -60,6 +60,9 @@ type Host struct {
 	// Hard are the host's hard rlimits by oci rlimit type: no sandbox's
 	// limit may exceed them.
 	Hard map[string]uint64
+	// Egress is the way out of each language with a network, by name
+	// (see NewEgress); a language without one has none.
+	Egress map[string]*Egress
 
 	UIDs   *uid.Claims
 	Reaper *sweep.Reaper // labels, deletes and retries them
@@ -187,6 +190,8 @@ type Sandbox struct {
 	// session holds the streams of a session's driver, which the task
 	// runs instead of a program; nil for a one-shot sandbox.
 	session *SessionStreams
+	// net is its network namespace and proxy; nil with no network.
+	net *network
 }
 
 // Bare returns a sandbox of no container, task or directory, made from

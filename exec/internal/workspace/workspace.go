@@ -94,8 +94,8 @@ func Same(pid uint32, ws string) error {
 	return nil
 }
 
-// RemoveRunDir unmounts a run directory's workspace, if it is mounted,
-// and removes the directory. A directory that was not empty when
+// RemoveRunDir unmounts a run directory's workspace and network
+// namespace, where they are mounted, and removes the directory. A directory that was not empty when
 // RemoveAll came to remove it (an entry appeared while it went: seen once
 // in a full integration run, in a session's code/, cause unknown) is
 // tried again a few times; if it still holds something, the error names
@@ -104,6 +104,11 @@ func RemoveRunDir(dir string) error {
 	mp := filepath.Join(dir, Dir)
 	if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return fmt.Errorf("unmount workspace %s: %w", mp, err)
+	}
+	// The mount of a sandbox's network namespace (see egress.NewNetns),
+	// left where its server did not close it.
+	if ns := filepath.Join(dir, "netns"); unix.Unmount(ns, unix.MNT_DETACH) == nil {
+		os.Remove(ns)
 	}
 	var err error
 	for i := range 5 {

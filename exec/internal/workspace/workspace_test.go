@@ -2,6 +2,7 @@ package workspace
 
 import (
 	"bytes"
+	"golang.org/x/sys/unix"
 	"os"
 	"path/filepath"
 	"slices"
@@ -203,5 +204,32 @@ func TestReadSized(t *testing.T) {
 				t.Errorf("got %d bytes (cap %d, nil %t); want the file's %d, cap %d, not nil", len(data), cap(data), data == nil, len(want), len(want))
 			}
 		})
+	}
+}
+
+// A run directory whose server died holds its sandbox's network
+// namespace, bind-mounted at netns (egress.NewNetns): RemoveRunDir
+// unmounts it, as a sweep needs, and removes the directory.
+func TestRemoveRunDirUnmountsNetns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mounting needs root")
+	}
+	dir := filepath.Join(t.TempDir(), "run")
+	if err := os.MkdirAll(filepath.Join(dir, "code"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ns := filepath.Join(dir, "netns")
+	if err := os.WriteFile(ns, nil, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("/proc/self/ns/net", ns, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(ns, unix.MNT_DETACH) })
+	if err := RemoveRunDir(dir); err != nil {
+		t.Fatalf("RemoveRunDir: %v", err)
+	}
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("run directory still there: %v", err)
 	}
 }

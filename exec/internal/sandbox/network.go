@@ -1,0 +1,236 @@
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"code-sandbox-mcp/config"
+	"code-sandbox-mcp/exec/internal/egress"
+	sandboxoci "code-sandbox-mcp/oci"
+)
+
+// NetworkRecord is one connection a sandbox opened through its proxy.
+type NetworkRecord = egress.Record
+
+// Egress is how the sandboxes of one language reach out, read once from
+// its configuration: the proxy's policy, its limits, the names it pins
+// and the secrets it adds. Each sandbox gets a proxy of its own on it.
+type Egress struct {
+	Policy  *egress.Policy
+	Limits  egress.Limits
+	Hosts   map[string]netip.Addr
+	Secrets map[string]egress.Secret
+}
+
+// NewEgress reads n (a language's network, see config.Language.Network):
+// its allow and deny lists, its pinned names, and its secrets' values,
+// which lookup (os.LookupEnv) reads from the server's environment. A
+// secret whose variable is unset, or also passed into every sandbox (a
+// name in pass), is an error: the proxy could not keep it from the
+// program.
+func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []string) (*Egress, error) {
+	p, err := egress.NewPolicy(n.Allow, n.Deny)
+	if err != nil {
+		return nil, err
+	}
+	own, err := hostPrefixes()
+	if err != nil {
+		return nil, err
+	}
+	p.RefuseHost(own)
+	e := &Egress{
+		Policy: p,
+		Limits: egress.Limits{
+			MaxConns:    n.MaxConnections,
+			MaxBytes:    int64(n.MaxBytes),
+			IdleTimeout: time.Duration(n.IdleTimeout),
+		},
+		Hosts:   map[string]netip.Addr{},
+		Secrets: map[string]egress.Secret{},
+	}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(n.Hosts)) {
+		a, err := netip.ParseAddr(n.Hosts[name])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("hosts: %s: %w", name, err))
+			continue
+		}
+		e.Hosts[hostKey(name)] = a
+	}
+	for _, host := range slices.Sorted(maps.Keys(n.Secrets)) {
+		s := n.Secrets[host]
+		if slices.Contains(pass, s.ValueEnv) {
+			errs = append(errs, fmt.Errorf("secrets.%q: %s is also passed into every sandbox (pass_through_env, --pass-through-env), which would hand the program the secret the proxy keeps from it; pass one or the other", host, s.ValueEnv))
+			continue
+		}
+		v, ok := s.Value(lookup)
+		if !ok {
+			errs = append(errs, fmt.Errorf("secrets.%q: the server's environment variable %s is unset or empty; set it where the server starts", host, s.ValueEnv))
+			continue
+		}
+		if strings.ContainsAny(v, "\r\n\x00") {
+			errs = append(errs, fmt.Errorf("secrets.%q: the value of %s holds a line break or a NUL, which no header may", host, s.ValueEnv))
+			continue
+		}
+		e.Secrets[hostKey(host)] = egress.Secret{Header: s.Header, Value: v}
+	}
+	return e, errors.Join(errs...)
+}
+
+// hostKey is a host's name as the proxy looks it up: lower case, without
+// a trailing dot.
+func hostKey(name string) string { return strings.ToLower(strings.TrimSuffix(name, ".")) }
+
+// hostPrefixes are the host's own addresses, each as a one-address
+// prefix.
+func hostPrefixes() ([]netip.Prefix, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("list the host's addresses: %w", err)
+	}
+	var out []netip.Prefix
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				ip = ip.Unmap()
+				out = append(out, netip.PrefixFrom(ip, ip.BitLen()))
+			}
+		}
+	}
+	return out, nil
+}
+
+// network is a sandbox's way out: a network namespace of its own whose
+// loopback holds the proxy's listener, and the proxy, served by the
+// server from its own namespace.
+type network struct {
+	ns     *egress.Netns
+	proxy  *egress.Proxy
+	cancel context.CancelFunc
+	served chan struct{}
+
+	mu      sync.Mutex
+	records []NetworkRecord
+	taken   int // records already handed out by Network
+}
+
+// openNetwork makes the network of a sandbox whose language has one: its
+// namespace, in the sandbox's directory, and its proxy, which serves
+// until closeNetwork.
+func (s *Sandbox) openNetwork() error {
+	e := s.h.Egress[s.lang.Name]
+	if s.lang.Network == nil {
+		return nil
+	}
+	if e == nil {
+		return fmt.Errorf("language %s has a network, but the server read none for it", s.lang.Name)
+	}
+	ns, err := egress.NewNetns(s.dir)
+	if err != nil {
+		return err
+	}
+	n := &network{ns: ns, served: make(chan struct{})}
+	n.proxy = &egress.Proxy{
+		Policy:  e.Policy,
+		Limits:  e.Limits,
+		Secrets: e.Secrets,
+		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			if a, ok := e.Hosts[hostKey(host)]; ok {
+				return []netip.Addr{a}, nil
+			}
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		},
+		Record: func(r egress.Record) {
+			s.h.Log.Debug("network connection", "run", s.id, "host", r.Host, "port", r.Port, "method", r.Method,
+				"allowed", r.Allowed, "reason", r.Reason, "bytes_up", r.BytesUp, "bytes_down", r.BytesDown, "took", r.Duration)
+			n.mu.Lock()
+			n.records = append(n.records, r)
+			n.mu.Unlock()
+		},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	go func() {
+		defer close(n.served)
+		if err := n.proxy.Serve(ctx, ns.Listener); err != nil {
+			s.h.Log.Warn("network proxy stopped", "run", s.id, "err", err)
+		}
+	}()
+	s.net = n
+	return nil
+}
+
+// proxyEnv are the variables that point a sandbox's programs at its
+// proxy: curl's, Python's (urllib, requests, pip) and npm's, in both
+// cases, and Node.js's own from version 24 (NODE_USE_ENV_PROXY).
+func (n *network) proxyEnv() []string {
+	url := "http://" + n.ns.Listener.Addr().String()
+	var env []string
+	for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "npm_config_proxy", "npm_config_https_proxy"} {
+		env = append(env, k+"="+url)
+	}
+	return append(env, "NODE_USE_ENV_PROXY=1")
+}
+
+// withNetwork has policy join the sandbox's network namespace, if it has
+// one, with the proxy's variables in its environment, which replace any
+// of the same name.
+func (s *Sandbox) withNetwork(policy *sandboxoci.Policy) {
+	if s.net == nil {
+		return
+	}
+	policy.Netns = s.net.ns.Path
+	policy.Env = sandboxoci.Env(policy.Env, s.net.proxyEnv(), nil)
+}
+
+// settleTimeout bounds Network's wait for the connections that are
+// closing, or open, to end.
+const settleTimeout = 200 * time.Millisecond
+
+// Network returns the records of the connections that ended since the
+// last call, in the order they ended; nil for a sandbox with no network.
+// It waits up to settleTimeout for those still open, or closing, to end:
+// a cell's program closed its connections as it finished, but the proxy
+// sees each end a moment later. One still open then (a process left
+// running holds it) is in a later call's records.
+func (s *Sandbox) Network() []NetworkRecord {
+	n := s.net
+	if n == nil {
+		return nil
+	}
+	for deadline := time.Now().Add(settleTimeout); n.proxy.Live() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := slices.Clone(n.records[n.taken:])
+	n.taken = len(n.records)
+	if out == nil {
+		out = []NetworkRecord{}
+	}
+	return out
+}
+
+// closeNetwork ends the sandbox's connections, stops its proxy and
+// removes its namespace's mount; the namespace goes with its last
+// process. It is a no-op for a sandbox with no network, or once done.
+func (s *Sandbox) closeNetwork() {
+	n := s.net
+	if n == nil || n.cancel == nil {
+		return
+	}
+	n.cancel()
+	n.cancel = nil
+	if err := n.ns.Close(); err != nil {
+		s.h.Log.Warn("close the sandbox's network", "run", s.id, "err", err)
+	}
+	<-n.served
+}
