@@ -18,6 +18,9 @@ type sandbox struct {
 	oci.Posture
 	// Home is HOME in the run's environment.
 	Home string
+	// Allow is what the language's network proxy lets through; nil for
+	// no network.
+	Allow []string
 }
 
 // describeSandbox generates l's spec from the executor's own policy for
@@ -30,6 +33,9 @@ func describeSandbox(ctx context.Context, l config.Language) (sandbox, error) {
 		return sandbox{}, fmt.Errorf("the spec of %s: %w", l.Name, err)
 	}
 	sb := sandbox{Posture: oci.Describe(s)}
+	if l.Network != nil {
+		sb.Allow = l.Network.Allow
+	}
 	for i, w := range sb.Writable {
 		if w.Path == oci.WorkspaceDir {
 			sb.Writable[i].Bytes = l.Limits.WorkspaceBytes
@@ -77,7 +83,11 @@ func (sb sandbox) filesPhrase() string {
 
 // networkPhrase says whether a run can reach a network.
 func (sb sandbox) networkPhrase() string {
-	if sb.Network {
+	switch {
+	case sb.Network && len(sb.Allow) > 0:
+		return "no network but an HTTP proxy to " + joinAnd(sb.Allow) +
+			" (HTTP_PROXY and HTTPS_PROXY point at it; no DNS, and no other host or address is reachable)"
+	case sb.Network:
 		return "network access"
 	}
 	return "no network"

@@ -43,6 +43,9 @@ type runOutput struct {
 	// Hint is the one line of advice on a failure the program cannot fix
 	// itself (see hint.For); "" and left out if none.
 	Hint string `json:"hint,omitempty"`
+	// Network lists the connections through the sandbox's proxy; left
+	// out for a language with no network.
+	Network []networkOutput `json:"network,omitzero"`
 	// sessionRun is there for a run in a session only.
 	*sessionRun
 }
@@ -80,6 +83,26 @@ const outputSchema = `{
       }
     },
     "files_dropped": {"type": "integer", "minimum": 0, "description": "Files left out of files: past max_files_out or files_out_bytes, or with a name that is not printable UTF-8."},
+    "network": {
+      "type": "array",
+      "description": "Present only for a language with a network: every connection the program opened through the sandbox's proxy, allowed or refused, in the order they ended.",
+      "items": {
+        "type": "object",
+        "properties": {
+          "host": {"type": "string", "description": "The host the program asked for."},
+          "port": {"type": "integer"},
+          "method": {"type": "string", "description": "CONNECT (HTTPS), or the plain HTTP request's method."},
+          "allowed": {"type": "boolean", "description": "The proxy connected it upstream."},
+          "reason": {"type": "string", "description": "Why it was refused, or how it ended early; empty if it ended normally."},
+          "secret_header": {"type": "string", "description": "The header the proxy added (its name only); the program never sees its value."},
+          "bytes_up": {"type": "integer", "minimum": 0},
+          "bytes_down": {"type": "integer", "minimum": 0},
+          "duration_ms": {"type": "integer", "minimum": 0}
+        },
+        "required": ["host", "port", "method", "allowed", "bytes_up", "bytes_down", "duration_ms"],
+        "additionalProperties": false
+      }
+    },
     "hint": {"type": "string", "description": "Present only when the program failed on an uncaught error it cannot fix itself: a module the sandbox's image does not hold, or a use of the network the sandbox does not have. One line saying what to do instead; also the text's last line."}
   },
   "required": ["stdout", "stderr", "exit_code", "signal", "timed_out", "oom_killed", "stdout_truncated_bytes", "stderr_truncated_bytes", "duration_ms", "timeout_seconds", "language", "image", "files", "files_dropped"],
@@ -448,6 +471,7 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention, hint string) 
 		Files:                files.files,
 		FilesDropped:         r.FilesDropped,
 		Hint:                 hint,
+		Network:              networkOutputs(r.Network),
 		sessionRun:           newSessionRun(r),
 	}
 	res := mcp.NewToolResultStructured(out, resultText(r, lim, files.line, hint))
@@ -460,11 +484,12 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention, hint string) 
 // stderr exactly the program's stdout; otherwise stdout, then stderr
 // under a label, then one status line. Next come, each on a line of its
 // own where it applies: in a session, the processes the kernel killed for
-// their memory while no cell ran; filesLine, if not ""; for a run whose
+// their memory while no cell ran; the connections the sandbox's proxy
+// refused; filesLine, if not ""; for a run whose
 // session ended, a line saying so; and hint, if not "".
 func resultText(r *exec.Result, lim config.Limits, filesLine, hint string) string {
 	text := outputText(r, lim, filesLine == "")
-	for _, line := range []string{backgroundOOMLine(r, lim), filesLine, sessionLine(r), hint} {
+	for _, line := range []string{backgroundOOMLine(r, lim), networkLine(r), filesLine, sessionLine(r), hint} {
 		switch {
 		case line == "":
 		case text == "" || strings.HasSuffix(text, "\n"):
