@@ -131,6 +131,8 @@ type toolResult struct {
 		ExpiresAt          string `json:"expires_at"`
 		SessionEnded       string `json:"session_ended"`
 		BackgroundOOMKills int    `json:"background_oom_kills"`
+		// A language with a network adds this.
+		Network []networkRecord `json:"network"`
 	}
 	hasOut bool
 	// images, resources and links are the blocks after the text: the

@@ -121,6 +121,7 @@ type serverSpec struct {
 	concurrency int      // [sandbox] concurrency; 0 means 4
 	sandbox     string   // more lines for the [sandbox] table
 	config      string   // more TOML tables (not [sandbox], nor [containerd], which the runtime knobs may set)
+	netns       string   // a network namespace (its path) the server runs in, entered by nsenter; "" is the test's
 }
 
 // serverCommand returns the command for a server on the test daemon with
@@ -141,6 +142,10 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 	// Debug logs are shown only when a test fails, and tell what it did.
 	args := append(append([]string{}, spec.args...), "--config", cfgPath, "--address", testAddress, "--namespace", testNamespace, "--log-level", "debug")
 	cmd := osexec.Command(mcpBinary(t), args...)
+	if spec.netns != "" {
+		// nsenter execs the server: the pid is the server's.
+		cmd = osexec.Command("nsenter", append([]string{"--net=" + spec.netns, "--", mcpBinary(t)}, args...)...)
+	}
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, spec.env...)
 	if builtPythonImage != "" && !slices.ContainsFunc(spec.env, func(kv string) bool { return strings.HasPrefix(kv, "CONTAINER_") }) {
 		cmd.Env = append(cmd.Env, "CONTAINER_LANGUAGE=python", "CONTAINER_IMAGE="+builtPythonImage)

@@ -1,0 +1,468 @@
+package integration
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// networkRecord is one entry of a result's network list.
+type networkRecord struct {
+	Host         string `json:"host"`
+	Port         int    `json:"port"`
+	Method       string `json:"method"`
+	Allowed      bool   `json:"allowed"`
+	Reason       string `json:"reason"`
+	SecretHeader string `json:"secret_header"`
+	BytesUp      int64  `json:"bytes_up"`
+	BytesDown    int64  `json:"bytes_down"`
+	DurationMs   int64  `json:"duration_ms"`
+}
+
+// The opt-in network (issue 31), on a network this test makes: two
+// network namespaces of its own joined by a veth pair on 198.51.100.0/24,
+// TEST-NET-2 (RFC 5737, documentation only, routed nowhere). The test
+// serves HTTP and HTTPS at 198.51.100.7 in one; the server runs in the
+// other (nsenter), so that its proxies reach the test's servers and
+// nothing else: its namespace has no other interface and no default
+// route. Names resolve through [network] hosts, never through a
+// resolver.
+const upstreamAddr = "198.51.100.7"
+
+// upstream is the test's HTTP and HTTPS server in its network namespace.
+type upstream struct {
+	netns string // the namespace's path, for serverSpec.netns
+	caPEM string // the CA that signed the HTTPS server's certificate
+
+	mu       sync.Mutex
+	requests []upstreamRequest
+	release  chan struct{} // closed when the test ends: /hold returns
+}
+
+// upstreamRequest is what the test's server saw of one request.
+type upstreamRequest struct {
+	host, path, auth string
+	tls              bool
+}
+
+// seen returns the requests so far.
+func (u *upstream) seen() []upstreamRequest {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return slices.Clone(u.requests)
+}
+
+// newUpstream makes the namespace and serves in it: /hello answers with
+// the host it was asked for, /redirect sends the client to
+// api2.test.example, /big sends 3 MiB, /hold waits until the test ends.
+// Every request is recorded, its Authorization header with it; none is
+// echoed back.
+func newUpstream(t *testing.T) *upstream {
+	t.Helper()
+	// Two namespaces joined by a veth pair: the server's, and the
+	// upstream's. The upstream's address is not one of the server's own,
+	// which its proxies refuse.
+	name, upName := fmt.Sprintf("csm-net-%d", os.Getpid()), fmt.Sprintf("csm-up-%d", os.Getpid())
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := osexec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v: %s (the network tests need network namespaces and veth)", strings.Join(args, " "), err, out)
+		}
+	}
+	for _, n := range []string{name, upName} {
+		ip("netns", "add", n)
+		t.Cleanup(func() {
+			if out, err := osexec.Command("ip", "netns", "del", n).CombinedOutput(); err != nil {
+				t.Errorf("ip netns del %s: %v: %s", n, err, out)
+			}
+		})
+		ip("-n", n, "link", "set", "lo", "up")
+	}
+	ip("-n", name, "link", "add", "csmnet0", "type", "veth", "peer", "name", "csmup0", "netns", upName)
+	ip("-n", name, "addr", "add", "198.51.100.1/24", "dev", "csmnet0")
+	ip("-n", upName, "addr", "add", upstreamAddr+"/24", "dev", "csmup0")
+	ip("-n", name, "link", "set", "csmnet0", "up")
+	ip("-n", upName, "link", "set", "csmup0", "up")
+
+	u := &upstream{netns: filepath.Join("/run/netns", name), release: make(chan struct{})}
+	t.Cleanup(func() { close(u.release) })
+	cert, caPEM := testCertificate(t, "api.test.example", "api2.test.example")
+	u.caPEM = caPEM
+	mux := http.NewServeMux()
+	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "hello from %s", r.Host)
+	})
+	mux.HandleFunc("/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://api2.test.example/landed", http.StatusFound)
+	})
+	mux.HandleFunc("/landed", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "landed at %s", r.Host)
+	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 64<<10)
+		for range 48 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	})
+	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-u.release:
+		case <-r.Context().Done():
+		}
+	})
+	record := func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			u.mu.Lock()
+			u.requests = append(u.requests, upstreamRequest{host: r.Host, path: r.URL.Path, auth: r.Header.Get("Authorization"), tls: r.TLS != nil})
+			u.mu.Unlock()
+			next.ServeHTTP(w, r)
+		})
+	}
+	for _, port := range []string{"80", "443"} {
+		l := listenInNetns(t, upName, "tcp4", net.JoinHostPort(upstreamAddr, port))
+		srv := &http.Server{Handler: record(mux), ReadHeaderTimeout: 10 * time.Second}
+		if port == "443" {
+			srv.TLSConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+			l = tls.NewListener(l, srv.TLSConfig)
+		}
+		go srv.Serve(l)
+		t.Cleanup(func() { srv.Close() })
+	}
+	return u
+}
+
+// testCertificate makes a CA and a certificate it signs for names; it
+// returns the certificate and the CA's PEM.
+func testCertificate(t *testing.T, names ...string) (tls.Certificate, string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "code-sandbox-mcp test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: names[0]}, DNSNames: names,
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key},
+		string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}))
+}
+
+// networkConfig allows api and api2 of test.example, and names that lead
+// where the proxy must not go; other.test.example resolves to the
+// test's server too, but is not allowed. The secret is api's alone.
+const networkConfig = `
+[network]
+allow = ["api.test.example", "api2.test.example", "loop.test.example", "priv.test.example", "meta.test.example"]
+max_connections = 4
+max_bytes = "2MiB"
+hosts = { "api.test.example" = "198.51.100.7", "api2.test.example" = "198.51.100.7", "other.test.example" = "198.51.100.7", "loop.test.example" = "127.0.0.1", "priv.test.example" = "10.254.0.1", "meta.test.example" = "169.254.169.254" }
+[network.secrets."api.test.example"]
+header = "Authorization"
+value_env = "CSM_TEST_API_KEY"
+format = "Bearer {}"
+`
+
+// networkProbe is the hostile program: every way in and out it tries, one
+// line each. It prints its whole environment and every process's, so
+// that the test can look for the secret there.
+const networkProbe = `
+import errno, os, socket, ssl, urllib.request, urllib.error
+def get(url, ctx=None):
+    try:
+        with urllib.request.urlopen(url, timeout=10, context=ctx) as r:
+            return '%d %s' % (r.status, r.read().decode())
+    except urllib.error.HTTPError as e:
+        return str(e.code)
+    except Exception as e:
+        return 'error ' + type(e).__name__
+ca = ssl.create_default_context(cafile='ca.pem')
+print('plain', get('http://api.test.example/hello'))
+print('tls', get('https://api.test.example/hello', ca))
+print('denied', get('http://other.test.example/hello'))
+print('ip', get('http://198.51.100.7/hello'))
+print('loopback', get('http://loop.test.example/hello'))
+print('private', get('http://priv.test.example/hello'))
+print('metadata', get('http://meta.test.example/hello'))
+print('redirect', get('http://api.test.example/redirect'))
+s = socket.socket()
+s.settimeout(5)
+try:
+    s.connect(('198.51.100.7', 80))
+    print('direct connected')
+except OSError as e:
+    print('direct', errno.errorcode.get(e.errno, e.errno))
+try:
+    socket.getaddrinfo('api.test.example', 80)
+    print('resolve ok')
+except socket.gaierror:
+    print('resolve gaierror')
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try:
+    u.sendto(b'\0' * 12, ('198.51.100.7', 53))
+    print('udp sent')
+except OSError as e:
+    print('udp', errno.errorcode.get(e.errno, e.errno))
+host, port = os.environ['HTTPS_PROXY'].split('//')[1].rsplit(':', 1)
+c = socket.create_connection((host, int(port)), timeout=10)
+c.sendall(b'CONNECT api.test.example:443 HTTP/1.1\r\nHost: api.test.example:443\r\n\r\n')
+head = c.recv(1024).split(b'\r\n')[0].decode()
+try:
+    ca.wrap_socket(c, server_hostname='other.test.example')
+    print('sni', head, 'handshake done')
+except (ssl.SSLError, OSError):
+    print('sni', head, 'refused')
+dump = [repr(dict(os.environ))]
+for p in os.listdir('/proc'):
+    if p.isdigit():
+        try:
+            dump.append(open('/proc/%s/environ' % p, 'rb').read().decode(errors='replace'))
+            dump.append(open('/proc/%s/cmdline' % p, 'rb').read().decode(errors='replace'))
+        except OSError:
+            pass
+# Where the server writes: the sandbox's mounts, and what runc makes.
+for top in ('/sandbox', '/workspace', '/tmp', '/dev/shm', '/opt', '/etc', '/run'):
+  for root, dirs, files in os.walk(top):
+    for f in files:
+      try:
+        with open(os.path.join(root, f), 'rb') as fh:
+          if b'CSM_SECRET' in fh.read(1 << 20):
+            dump.append('file ' + os.path.join(root, f))
+      except OSError:
+        pass
+print('dump', ' '.join(dump).replace('\n', ' '))
+`
+
+// networkCaps is the program that meets the caps: five connections at
+// once against max_connections 4, then 3 MiB against max_bytes 2 MiB.
+const networkCaps = `
+import os, socket, time, urllib.request
+host, port = os.environ['HTTP_PROXY'].split('//')[1].rsplit(':', 1)
+socks, refused = [], 0
+for i in range(5):
+    c = socket.create_connection((host, int(port)), timeout=3)
+    c.sendall(b'GET http://api.test.example/hold HTTP/1.1\r\nHost: api.test.example\r\n\r\n')
+    socks.append(c)
+time.sleep(1)
+for c in socks:
+    c.settimeout(0.2)
+    try:
+        if c.recv(64).startswith(b'HTTP/1.1 503'):
+            refused += 1
+    except socket.timeout:
+        pass
+for c in socks:
+    c.close()
+print('refused', refused)
+try:
+    with urllib.request.urlopen('http://api.test.example/big', timeout=10) as r:
+        print('big', len(r.read()))
+except Exception as e:
+    print('big error', type(e).__name__)
+`
+
+// TestNetworkAllowlist runs the probe in a one-shot sandbox and as a
+// session's cell, on a language with a network.
+func TestNetworkAllowlist(t *testing.T) {
+	up := newUpstream(t)
+	secret := "CSM_SECRET_" + randomHex(t)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	spec := serverSpec{
+		netns:  up.netns,
+		env:    []string{"CSM_TEST_API_KEY=" + secret},
+		config: networkConfig + fmt.Sprintf("[audit]\npath = %q\n", auditLog),
+	}
+	s := startMCP(t, spec)
+	for _, m := range modes[:2] {
+		t.Run(m.name, func(t *testing.T) {
+			before := len(up.seen())
+			files := []map[string]any{{"path": "ca.pem", "content": up.caPEM}}
+			r := m.hostile(t, s, "python", networkProbe, func(a map[string]any) { a["files"] = files }, withTimeout(60))
+			out := r.out.Stdout
+			t.Logf("probe:\n%s\nrecords: %+v", out[:max(0, strings.Index(out, "\ndump "))], r.out.Network)
+			for _, want := range []string{
+				"plain 200 hello from api.test.example\n",
+				"tls 200 hello from api.test.example\n",
+				"denied 403\n",
+				"ip 403\n",
+				"loopback 403\n",
+				"private 403\n",
+				"metadata 403\n",
+				"redirect 200 landed at api2.test.example\n",
+				"direct ENETUNREACH\n",
+				"resolve gaierror\n",
+				"udp ENETUNREACH\n",
+				"sni HTTP/1.1 200 Connection established refused\n",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the probe's output lacks %q:\n%s\nstderr:\n%s", want, out, r.out.Stderr)
+				}
+			}
+			if !strings.Contains(out, "\ndump ") {
+				t.Errorf("the probe did not dump its environment:\n%s\nstderr:\n%s", out, r.out.Stderr)
+			}
+			if strings.Contains(r.text, secret) || strings.Contains(out, "CSM_SECRET") {
+				t.Errorf("the secret, or a file holding it, is in the sandbox:\n%s", out)
+			}
+
+			// What the test's server saw: the secret on api's plain
+			// request only; not over TLS (not read), not on the redirect
+			// to api2.
+			var apiPlain, api2 int
+			for _, req := range up.seen()[before:] {
+				switch {
+				case req.host == "api.test.example" && !req.tls:
+					apiPlain++
+					if req.auth != "Bearer "+secret {
+						t.Errorf("plain request to api.test.example%s had Authorization %q; want the secret", req.path, req.auth)
+					}
+				case req.auth != "":
+					t.Errorf("request to %s%s (tls %v) had Authorization %q; want none", req.host, req.path, req.tls, req.auth)
+				}
+				if req.host == "api2.test.example" {
+					api2++
+				}
+				if req.host != "api.test.example" && req.host != "api2.test.example" {
+					t.Errorf("the test's server got a request for %s%s; the proxy should have refused it", req.host, req.path)
+				}
+			}
+			if apiPlain != 2 || api2 != 1 {
+				t.Errorf("the test's server saw %d plain requests to api.test.example and %d to api2; want 2 (hello, redirect) and 1", apiPlain, api2)
+			}
+
+			// The result's records: every connection, allowed or not.
+			want := []struct {
+				host    string
+				method  string
+				allowed bool
+				reason  *regexp.Regexp
+			}{
+				{"api.test.example", "GET", true, nil},
+				{"api.test.example", "CONNECT", true, nil},
+				{"other.test.example", "GET", false, regexp.MustCompile(`not on the allow list`)},
+				{"198.51.100.7", "GET", false, regexp.MustCompile(`not on the allow list`)},
+				{"loop.test.example", "GET", false, regexp.MustCompile(`loopback`)},
+				{"priv.test.example", "GET", false, regexp.MustCompile(`private`)},
+				{"meta.test.example", "GET", false, regexp.MustCompile(`link-local`)},
+				{"api2.test.example", "GET", true, nil},
+				{"api.test.example", "CONNECT", false, regexp.MustCompile(`other\.test\.example`)},
+			}
+			recs := r.out.Network
+			for _, w := range want {
+				i := slices.IndexFunc(recs, func(rec networkRecord) bool {
+					return rec.Host == w.host && rec.Method == w.method && rec.Allowed == w.allowed && (w.reason == nil || w.reason.MatchString(rec.Reason))
+				})
+				if i < 0 {
+					t.Errorf("no network record of %s %s allowed %v (reason %v) in %+v", w.method, w.host, w.allowed, w.reason, recs)
+					continue
+				}
+				if rec := recs[i]; w.allowed && (rec.BytesDown == 0 || rec.BytesUp == 0) {
+					t.Errorf("record %+v: an allowed connection moved bytes both ways", rec)
+				}
+			}
+			for _, rec := range recs {
+				if rec.Host == "api.test.example" && rec.Method == "GET" && rec.SecretHeader != "Authorization" {
+					t.Errorf("record %+v: want secret_header Authorization", rec)
+				}
+				if rec.Host != "api.test.example" && rec.SecretHeader != "" || rec.Method == "CONNECT" && rec.SecretHeader != "" {
+					t.Errorf("record %+v: want no secret_header", rec)
+				}
+			}
+			if !strings.Contains(r.text, "[network: the sandbox's proxy refused ") {
+				t.Errorf("the text does not tell of the refused connections:\n%s", r.text)
+			}
+			afterCase(t, s, r)
+		})
+	}
+
+	t.Run("caps", func(t *testing.T) {
+		r := modes[0].hostile(t, s, "python", networkCaps, withTimeout(60))
+		if !strings.Contains(r.out.Stdout, "refused 1\n") {
+			t.Errorf("5 connections at once against max_connections 4: got %q; want 1 refused (stderr %q)", r.out.Stdout, r.out.Stderr)
+		}
+		if strings.Contains(r.out.Stdout, fmt.Sprintf("big %d\n", 48*64<<10)) || !strings.Contains(r.out.Stdout, "big ") {
+			t.Errorf("3 MiB against max_bytes 2 MiB: got %q; want it cut", r.out.Stdout)
+		}
+		if !slices.ContainsFunc(r.out.Network, func(rec networkRecord) bool { return strings.Contains(rec.Reason, "connections at once") }) {
+			t.Errorf("no record of the connection over the limit in %+v", r.out.Network)
+		}
+		afterCase(t, s, r)
+	})
+
+	t.Run("javascript", func(t *testing.T) {
+		// Node.js 20 has no proxy support of its own: a program names the
+		// proxy, as a library that reads HTTP_PROXY does.
+		r := modes[0].hostile(t, s, "javascript", `
+const http = require('http');
+const u = new URL(process.env.HTTP_PROXY);
+http.get({ host: u.hostname, port: u.port, path: 'http://api.test.example/hello', headers: { Host: 'api.test.example' } }, (res) => {
+  let b = '';
+  res.on('data', (d) => (b += d));
+  res.on('end', () => console.log(res.statusCode, b));
+});
+require('net').connect(80, '198.51.100.7').on('error', (e) => console.log('direct', e.code));
+`, withTimeout(30))
+		if !strings.Contains(r.out.Stdout, "200 hello from api.test.example\n") || !strings.Contains(r.out.Stdout, "direct ENETUNREACH\n") {
+			t.Errorf("got %q; want a proxied 200 and an unreachable direct connection (stderr %q)", r.out.Stdout, r.out.Stderr)
+		}
+		afterCase(t, s, r)
+	})
+
+	// The server's log and the audit log never hold the secret.
+	if strings.Contains(s.stderr.String(), secret) {
+		t.Errorf("the server's log holds the secret")
+	}
+	if data, err := os.ReadFile(auditLog); err != nil {
+		t.Errorf("read the audit log: %v", err)
+	} else if strings.Contains(string(data), secret) || len(data) == 0 {
+		t.Errorf("the audit log (%d bytes) holds the secret, or nothing", len(data))
+	}
+}
+
+// randomHex is 16 random hex digits.
+func randomHex(t *testing.T) string {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
