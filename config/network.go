@@ -106,6 +106,29 @@ func (c *Config) networkFor(name string) *Network {
 	return n.clone()
 }
 
+// SecretEnv names the server's environment variables that hold the
+// network secrets of [network] and of every enabled language, sorted,
+// each once.
+func (c *Config) SecretEnv() []string {
+	var names []string
+	add := func(n *Network) {
+		if n == nil {
+			return
+		}
+		for _, s := range n.Secrets {
+			if !slices.Contains(names, s.ValueEnv) {
+				names = append(names, s.ValueEnv)
+			}
+		}
+	}
+	add(c.Network)
+	for _, name := range c.Names() {
+		add(c.Languages[name].Network)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // headerName is what an HTTP header's name may hold (RFC 9110's token).
 func headerName(s string) bool {
 	if s == "" {

@@ -455,6 +455,8 @@ require('net').connect(80, '198.51.100.7').on('error', (e) => console.log('direc
 		t.Errorf("read the audit log: %v", err)
 	} else if strings.Contains(string(data), secret) || len(data) == 0 {
 		t.Errorf("the audit log (%d bytes) holds the secret, or nothing", len(data))
+	} else if !strings.Contains(string(data), `"host":"other.test.example"`) || !strings.Contains(string(data), `"secret_header":"Authorization"`) {
+		t.Errorf("the audit log's run_ended records lack the runs' connections:\n%s", data)
 	}
 }
 

@@ -136,7 +136,7 @@ const minRedactBytes = 4
 func redactMarker(name string) string { return "[redacted " + name + "]" }
 
 // newRedactor returns the function that replaces, in a string, each
-// pass-through value of cfg that env sets and that has minRedactBytes or
+// value of redactedEnv(cfg) that env sets and that has minRedactBytes or
 // more by its redactMarker, and the names of the variables whose values
 // are too short for it (empty values have nothing to hide). It replaces
 // too the form of a value that encoding/json writes, each byte that is
@@ -145,7 +145,7 @@ func redactMarker(name string) string { return "[redacted " + name + "]" }
 func newRedactor(cfg *config.Config, env lookupFunc) (redact func(string) string, tooShort []string) {
 	type pair struct{ value, marker string }
 	var pairs []pair
-	for _, name := range cfg.Sandbox.PassThroughEnv {
+	for _, name := range redactedEnv(cfg) {
 		v, ok := env(name)
 		switch {
 		case !ok || v == "":

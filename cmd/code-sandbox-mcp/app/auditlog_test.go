@@ -543,3 +543,22 @@ func TestNewRedactor(t *testing.T) {
 		t.Error("a redactor with nothing to redact; want nil")
 	}
 }
+
+// The network secrets' values are redacted too: no sandbox holds them,
+// but an upstream that reflects its request could hand one to a program.
+func TestRedactorKnowsNetworkSecrets(t *testing.T) {
+	cfg, err := config.Parse("[network.secrets.\"api.example.com\"]\nheader = \"X-Key\"\nvalue_env = \"API_KEY\"\n[languages.python.network]\nallow = [\"a.example\"]\n[languages.python.network.secrets.\"a.example\"]\nheader = \"X-Key\"\nvalue_env = \"PY_KEY\"\n", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	redact, _ := newRedactor(cfg, envMap(map[string]string{"API_KEY": "secret-one", "PY_KEY": "secret-two"}))
+	if redact == nil {
+		t.Fatal("no redactor")
+	}
+	if got := redact("a secret-one b secret-two"); got != "a [redacted API_KEY] b [redacted PY_KEY]" {
+		t.Errorf("redact = %q", got)
+	}
+	if got := notificationSecrets(cfg, envMap(map[string]string{"API_KEY": "secret-one"}), slog.New(slog.DiscardHandler)); len(got) != 1 || got[0].Name != "API_KEY" {
+		t.Errorf("notification secrets %+v; want API_KEY's", got)
+	}
+}

@@ -2,13 +2,28 @@ package app
 
 import (
 	"log/slog"
+	"slices"
 
 	"code-sandbox-mcp/cmd/code-sandbox-mcp/mcpserver"
 	"code-sandbox-mcp/config"
 )
 
-// notificationSecrets are the pass-through values of cfg that env sets,
-// which no notification of a run's output may carry: those the audit log
+// redactedEnv names the variables whose values the audit log and the
+// notifications keep out: the pass-through variables, which every
+// sandbox holds, and those of the network secrets, which no sandbox holds
+// but an upstream that reflects its request could hand to one.
+func redactedEnv(cfg *config.Config) []string {
+	names := slices.Clone(cfg.Sandbox.PassThroughEnv)
+	for _, n := range cfg.SecretEnv() {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+// notificationSecrets are the values of redactedEnv that env sets, which
+// no notification of a run's output may carry: those the audit log
 // redacts (minRedactBytes or more), for the same reason. It warns of the
 // values too short for it. A nil env sets none.
 func notificationSecrets(cfg *config.Config, env lookupFunc, logger *slog.Logger) []mcpserver.Secret {
@@ -17,7 +32,7 @@ func notificationSecrets(cfg *config.Config, env lookupFunc, logger *slog.Logger
 	}
 	var secrets []mcpserver.Secret
 	var tooShort []string
-	for _, name := range cfg.Sandbox.PassThroughEnv {
+	for _, name := range redactedEnv(cfg) {
 		v, ok := env(name)
 		switch {
 		case !ok || v == "":

@@ -114,6 +114,8 @@ type Metrics struct {
 	sessionsEnded  *prometheus.CounterVec
 	authFailures   *prometheus.CounterVec
 	connsRefused   *prometheus.CounterVec
+	netConns       *prometheus.CounterVec
+	netBytes       *prometheus.CounterVec
 }
 
 // New returns the metrics of a server of version running languages,
@@ -132,7 +134,7 @@ func New(version string, languages []string, source func() Source) *Metrics {
 	}, []string{"version"})
 	buildInfo.WithLabelValues(version).Set(1)
 	m.reg.MustRegister(m.runs, m.runDuration, m.inFlight, m.createSeconds, m.createFailures,
-		m.poolTakes, m.queueWait, m.sessionsEnded, m.authFailures, m.connsRefused, buildInfo,
+		m.poolTakes, m.queueWait, m.sessionsEnded, m.authFailures, m.connsRefused, m.netConns, m.netBytes, buildInfo,
 		&executorCollector{languages: languages, source: source},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -162,6 +164,9 @@ func newMetrics() *Metrics {
 		authFailures:   counter("auth_failures_total", "HTTP requests refused for their Authorization header: missing, malformed (not one \"Bearer TOKEN\"), or invalid (no client's token).", []string{"reason"}),
 		connsRefused: counter("connections_refused_total", "Connections closed as soon as accepted, on the /mcp listener or the metrics listener, for the bound they would pass: "+
 			"max_connections (all clients together) or max_connections_per_client (one remote address).", []string{"reason"}),
+		netConns: counter("network_connections_total", "Connections sandboxes opened through their network proxy, by language and whether the proxy allowed them (allowed) or not (refused); "+
+			"counted when the run or the session's cell that saw them ends.", []string{"language", "result"}),
+		netBytes: counter("network_bytes_total", "Bytes through sandboxes' network proxies, by language and direction: up (from the sandbox) or down (to it).", []string{"language", "direction"}),
 	}
 }
 
@@ -189,6 +194,12 @@ func (m *Metrics) zero(languages []string) {
 		m.poolTakes.WithLabelValues(l, "miss")
 		m.queueWait.WithLabelValues(l)
 		m.sessionsEnded.WithLabelValues(l)
+		for _, r := range []string{"allowed", "refused"} {
+			m.netConns.WithLabelValues(l, r)
+		}
+		for _, d := range []string{"up", "down"} {
+			m.netBytes.WithLabelValues(l, d)
+		}
 	}
 	for _, r := range authReasons {
 		m.authFailures.WithLabelValues(r)
@@ -218,7 +229,28 @@ func (m *Metrics) Run(next RunFunc) RunFunc {
 		res, err := next(ctx, req)
 		m.runDuration.WithLabelValues(req.Language).Observe(time.Since(start).Seconds())
 		m.runs.WithLabelValues(req.Language, outcome(ctx, res, err)).Inc()
+		if res != nil {
+			m.network(req.Language, res.Network)
+		}
 		return res, err
+	}
+}
+
+// network counts a run's connections through its proxy.
+func (m *Metrics) network(lang string, recs []exec.NetworkRecord) {
+	var up, down int64
+	for _, r := range recs {
+		result := "refused"
+		if r.Allowed {
+			result = "allowed"
+		}
+		m.netConns.WithLabelValues(lang, result).Inc()
+		up += r.BytesUp
+		down += r.BytesDown
+	}
+	if up > 0 || down > 0 {
+		m.netBytes.WithLabelValues(lang, "up").Add(float64(up))
+		m.netBytes.WithLabelValues(lang, "down").Add(float64(down))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/prometheus/client_golang/prometheus"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -231,6 +232,8 @@ func TestSeriesFromTheStart(t *testing.T) {
 		`code_sandbox_connections_refused_total{reason="max_connections_per_client"} 0`,
 		`code_sandbox_run_duration_seconds_bucket{language="python",le="300"} 0`,
 		`code_sandbox_run_duration_seconds_bucket{language="python",le="0.005"} 0`,
+		`code_sandbox_network_connections_total{language="python",result="refused"} 0`,
+		`code_sandbox_network_bytes_total{direction="down",language="python"} 0`,
 	} {
 		if !strings.Contains(out, line+"\n") {
 			t.Errorf("a fresh registry lacks %q", line)
@@ -253,4 +256,34 @@ func scrape(t *testing.T, m *Metrics) string {
 	}
 	b, _ := io.ReadAll(rec.Body)
 	return string(b)
+}
+
+// A run's connections through its proxy are counted, allowed and
+// refused apart, with their bytes both ways.
+func TestNetworkCounts(t *testing.T) {
+	m := New("v1", []string{"python"}, func() Source { return nil })
+	run := m.Run(func(ctx context.Context, req exec.Request) (*exec.Result, error) {
+		return &exec.Result{Network: []exec.NetworkRecord{
+			{Host: "a.example", Allowed: true, BytesUp: 10, BytesDown: 100},
+			{Host: "b.example", Allowed: true, BytesUp: 5, BytesDown: 50},
+			{Host: "c.example"},
+		}}, nil
+	})
+	if _, err := run(context.Background(), exec.Request{Language: "python"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		v    *prometheus.CounterVec
+		l    []string
+		want float64
+	}{
+		{m.netConns, []string{"python", "allowed"}, 2},
+		{m.netConns, []string{"python", "refused"}, 1},
+		{m.netBytes, []string{"python", "up"}, 15},
+		{m.netBytes, []string{"python", "down"}, 150},
+	} {
+		if got := testutil.ToFloat64(tc.v.WithLabelValues(tc.l...)); got != tc.want {
+			t.Errorf("%v: got %v; want %v", tc.l, got, tc.want)
+		}
+	}
 }
