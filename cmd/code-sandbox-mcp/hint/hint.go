@@ -35,6 +35,12 @@ const Network = "hint: the sandbox has no network, by design: name resolution an
 const Refused = "hint: the connection was refused: the sandbox has no network, and its localhost is its own, where nothing listened on that port; " +
 	"a service on the user's machine or elsewhere cannot be reached from it."
 
+// Proxied is the hint on a name-resolution, connect or refused failure
+// in a sandbox whose language has a network: its way out is the proxy
+// alone, to the allowed hosts (%s).
+const Proxied = "hint: the sandbox reaches only %s, and only through its HTTP proxy (HTTP_PROXY and HTTPS_PROXY, which Python's urllib, requests and pip use as they are); " +
+	"names do not resolve in the sandbox and direct connections fail: send HTTP or HTTPS requests through the proxy, to those hosts."
+
 // maxSimilar is how many similar modules a hint names at most.
 const maxSimilar = 3
 
@@ -56,6 +62,8 @@ func For(r *exec.Result, l config.Language, modules []string) string {
 		return ""
 	}
 	switch {
+	case (f.network || f.refused) && l.Network != nil:
+		return fmt.Sprintf(Proxied, strings.Join(l.Network.Allow, ", "))
 	case f.network:
 		return Network
 	case f.refused:
@@ -226,6 +234,9 @@ func moduleHint(module string, l config.Language, modules []string) string {
 		return ""
 	}
 	s := fmt.Sprintf("hint: the module '%s' is not in this sandbox's image, and with no network it cannot be installed at run time", module)
+	if l.Network != nil {
+		s = fmt.Sprintf("hint: the module '%s' is not in this sandbox's image", module)
+	}
 	if similar := Similar(module, modules); len(similar) > 0 {
 		s += "; similar modules there: " + strings.Join(similar, ", ")
 	}

@@ -13,6 +13,8 @@ import (
 
 var (
 	python = config.Language{Name: "python", Command: []string{"python3", "-u"}}
+	// proxied is python with a network.
+	proxied = config.Language{Name: "python", Command: []string{"python3", "-u"}, Network: &config.Network{Allow: []string{"api.example.com", "*.pypi.example"}}}
 	node   = config.Language{Name: "javascript", Command: []string{"node"}}
 )
 
@@ -72,6 +74,13 @@ func TestFor(t *testing.T) {
 		{name: "python connect, unreachable", lang: python, file: "py-unreachable.txt", exit: 1, want: Network},
 		{name: "python requests, refused on the loopback", lang: python, file: "py-requests-refused.txt", exit: 1, want: Refused},
 		{name: "python session cell", lang: python, file: "py-session-requests.txt", exit: 1, want: Network},
+		// A language with a network: its way out is the proxy.
+		{name: "python getaddrinfo, with a network", lang: proxied, file: "py-getaddrinfo.txt", exit: 1,
+			want: "hint: the sandbox reaches only api.example.com, *.pypi.example, and only through its HTTP proxy"},
+		{name: "python refused, with a network", lang: proxied, file: "py-requests-refused.txt", exit: 1,
+			want: "hint: the sandbox reaches only api.example.com, *.pypi.example,"},
+		{name: "python missing module, with a network", lang: proxied, file: "py-module.txt", exit: 1,
+			want: moduleLine("seaborn_not_here") + ". If the program needs it"},
 		{name: "python two errors: the last one counts", lang: python, exit: 1,
 			stderr: pyTraceback + "ModuleNotFoundError: No module named 'seaborn'\n\nDuring handling of the above exception, another exception occurred:\n\n" +
 				pyTraceback + "socket.gaierror: [Errno -3] Temporary failure in name resolution\n",
