@@ -299,6 +299,9 @@ func benchRunParts(b *testing.B, bin string, n, nSoak int, rep *benchReport) {
 	if part("pool0") {
 		pool0Rows(b, bin, samples, rep)
 	}
+	if part("network") {
+		networkRows(b, bin, samples, rep)
+	}
 
 	// Time to the first result, from the exec of a fresh server.
 	if part("first") {
@@ -392,6 +395,29 @@ func pool0Rows(b *testing.B, bin string, samples func(benchProgram) int, rep *be
 	s.close(b)
 }
 
+// The rows of the network part: pool 0, so that each call pays for its
+// sandbox's creation, without and with a network.
+const (
+	plainRuntime   = "ours, pool 0 (network part: no network)"
+	networkRuntime = "ours, pool 0, with a network"
+)
+
+// networkRows measures what a network costs a sandbox's creation (issue
+// 31): two servers with no pools, one whose languages have a network
+// (a namespace and a proxy per sandbox; the programs open no connection,
+// so no traffic leaves), measured one after the other for each program.
+func networkRows(b *testing.B, bin string, samples func(benchProgram) int, rep *benchReport) {
+	const pools = "concurrency = 16\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"
+	plain := startBench(b, bin, pools)
+	defer plain.close(b)
+	netw := startBench(b, bin, pools+"[network]\nallow = [\"bench.invalid\"]\n")
+	defer netw.close(b)
+	for _, p := range benchPrograms {
+		rep.Latency = append(rep.Latency, plain.latency(b, plainRuntime, p, samples(p), 0))
+		rep.Latency = append(rep.Latency, netw.latency(b, networkRuntime, p, samples(p), 0))
+	}
+}
+
 // cliRows times the same programs through podman and docker; a runtime
 // that does not work here gets one row saying why.
 func cliRows(b *testing.B, samples func(benchProgram) int, rep *benchReport) {
@@ -450,7 +476,7 @@ func writeBench(b *testing.B, rep *benchReport) {
 }
 
 // benchPartNames are the parts of the run, in order, for BENCH_ONLY.
-var benchPartNames = []string{"floor", "pool", "pace", "cold", "phases", "session", "http", "stream", "platform", "pool0", "first", "soak", "soakhttp", "cli"}
+var benchPartNames = []string{"floor", "pool", "pace", "cold", "phases", "session", "http", "stream", "platform", "pool0", "network", "first", "soak", "soakhttp", "cli"}
 
 // benchParts reads BENCH_ONLY, a comma-separated list of benchPartNames
 // (all of them when it is empty), and reports whether a part is to run.
@@ -1415,6 +1441,9 @@ func (r *benchReport) writeRatios(w *strings.Builder) {
 		ours := r.row(r.ours(), p.name)
 		if none := r.row(r.oursNone(), p.name); none != nil && ours != nil {
 			parts = append(parts, fmt.Sprintf("pool 0 / pool %d %.2fx", r.Pool, none.P50Ms/ours.P50Ms))
+		}
+		if plain, netw := r.row(plainRuntime, p.name), r.row(networkRuntime, p.name); plain != nil && netw != nil {
+			parts = append(parts, fmt.Sprintf("with a network / without %.2fx (%+.1f ms)", netw.P50Ms/plain.P50Ms, netw.P50Ms-plain.P50Ms))
 		}
 		for _, rt := range []string{"podman", "docker"} {
 			if o := r.row(rt+" run --rm", p.name); o != nil && ours != nil {
