@@ -42,6 +42,32 @@ type testCA struct {
 // t.TempDir.
 func newTestCA(t *testing.T) *testCA {
 	t.Helper()
+	caDER, cert := issueCert(t, "127.0.0.1", nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(cert.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	c := &testCA{pool: x509.NewCertPool(), certFile: filepath.Join(dir, "server.pem"), keyFile: filepath.Join(dir, "server.key")}
+	c.pool.AddCert(ca)
+	if err := os.WriteFile(c.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// issueCert makes an ECDSA CA, valid for an hour, and a server
+// certificate it signs for names and ips, with common name cn; it returns
+// the CA's DER and the certificate with its key.
+func issueCert(t *testing.T, cn string, names []string, ips []net.IP) ([]byte, tls.Certificate) {
+	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -70,8 +96,9 @@ func newTestCA(t *testing.T) *testCA {
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "127.0.0.1"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		Subject:      pkix.Name{CommonName: cn},
+		DNSNames:     names,
+		IPAddresses:  ips,
 		NotBefore:    now.Add(-time.Hour),
 		NotAfter:     now.Add(time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -81,20 +108,7 @@ func newTestCA(t *testing.T) *testCA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	c := &testCA{pool: x509.NewCertPool(), certFile: filepath.Join(dir, "server.pem"), keyFile: filepath.Join(dir, "server.key")}
-	c.pool.AddCert(ca)
-	if err := os.WriteFile(c.certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(c.keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return caDER, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
 // client returns an HTTP client that trusts the CA and nothing else.

@@ -92,24 +92,10 @@ type runEnded struct {
 	ExecutionCount int      `json:"execution_count,omitempty"`
 	SessionEnded   string   `json:"session_ended,omitempty"`
 	FilesOut       []digest `json:"files_out"`
-	// Network lists the run's connections through its sandbox's proxy;
-	// left out for a language with no network.
-	Network []connection `json:"network,omitzero"`
-	Outcome any          `json:"outcome"`
-}
-
-// connection is one connection through a sandbox's proxy: what the
-// result's network list says of it.
-type connection struct {
-	Host         string `json:"host"`
-	Port         int    `json:"port"`
-	Method       string `json:"method"`
-	Allowed      bool   `json:"allowed"`
-	Reason       string `json:"reason,omitempty"`
-	SecretHeader string `json:"secret_header,omitempty"`
-	BytesUp      int64  `json:"bytes_up"`
-	BytesDown    int64  `json:"bytes_down"`
-	DurationMs   int64  `json:"duration_ms"`
+	// Network lists the run's connections through its sandbox's proxy,
+	// as its result does; left out for a language with no network.
+	Network []mcpserver.Connection `json:"network,omitzero"`
+	Outcome any                    `json:"outcome"`
 }
 
 // wrapRun returns run, recording each run before it starts and after it
@@ -184,15 +170,7 @@ func ended(f runFields, res *exec.Result, err error, d time.Duration) runEnded {
 		e.ExecutionCount, e.SessionEnded = s.ExecutionCount, s.Ended
 	}
 	e.FilesOut = digests(res.Files)
-	if res.Network != nil {
-		e.Network = make([]connection, 0, len(res.Network))
-		for _, r := range res.Network {
-			e.Network = append(e.Network, connection{
-				Host: r.Host, Port: r.Port, Method: r.Method, Allowed: r.Allowed, Reason: r.Reason, SecretHeader: r.Secret,
-				BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMs: r.Duration.Milliseconds(),
-			})
-		}
-	}
+	e.Network = mcpserver.Connections(res.Network)
 	e.Outcome = runOutcome{
 		ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
 		DurationMs:  res.Duration.Milliseconds(),

@@ -15,7 +15,7 @@ var (
 	python = config.Language{Name: "python", Command: []string{"python3", "-u"}}
 	// proxied is python with a network.
 	proxied = config.Language{Name: "python", Command: []string{"python3", "-u"}, Network: &config.Network{Allow: []string{"api.example.com", "*.pypi.example"}}}
-	node   = config.Language{Name: "javascript", Command: []string{"node"}}
+	node    = config.Language{Name: "javascript", Command: []string{"node"}}
 )
 
 // stderrOf reads a stderr that a program left in the real sandbox images

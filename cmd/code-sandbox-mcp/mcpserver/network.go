@@ -7,9 +7,9 @@ import (
 	"code-sandbox-mcp/exec"
 )
 
-// networkOutput is one connection through a sandbox's proxy, in a tool
-// result's structuredContent.
-type networkOutput struct {
+// Connection is one connection through a sandbox's proxy, as a tool
+// result's structuredContent and the audit log's run_ended list it.
+type Connection struct {
 	Host         string `json:"host"`
 	Port         int    `json:"port"`
 	Method       string `json:"method"`
@@ -21,15 +21,15 @@ type networkOutput struct {
 	DurationMs   int64  `json:"duration_ms"`
 }
 
-// networkOutputs converts a run's records; nil (left out) for a run with
-// no network, [] for one that opened no connection.
-func networkOutputs(recs []exec.NetworkRecord) []networkOutput {
+// Connections converts a run's records; nil (left out) for a run with no
+// network, [] for one that opened no connection.
+func Connections(recs []exec.NetworkRecord) []Connection {
 	if recs == nil {
 		return nil
 	}
-	out := make([]networkOutput, 0, len(recs))
+	out := make([]Connection, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, networkOutput{
+		out = append(out, Connection{
 			Host: r.Host, Port: r.Port, Method: r.Method, Allowed: r.Allowed, Reason: r.Reason,
 			SecretHeader: r.Secret, BytesUp: r.BytesUp, BytesDown: r.BytesDown, DurationMs: r.Duration.Milliseconds(),
 		})

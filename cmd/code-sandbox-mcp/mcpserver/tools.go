@@ -45,7 +45,7 @@ type runOutput struct {
 	Hint string `json:"hint,omitempty"`
 	// Network lists the connections through the sandbox's proxy; left
 	// out for a language with no network.
-	Network []networkOutput `json:"network,omitzero"`
+	Network []Connection `json:"network,omitzero"`
 	// sessionRun is there for a run in a session only.
 	*sessionRun
 }
@@ -471,7 +471,7 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention, hint string) 
 		Files:                files.files,
 		FilesDropped:         r.FilesDropped,
 		Hint:                 hint,
-		Network:              networkOutputs(r.Network),
+		Network:              Connections(r.Network),
 		sessionRun:           newSessionRun(r),
 	}
 	res := mcp.NewToolResultStructured(out, resultText(r, lim, files.line, hint))
