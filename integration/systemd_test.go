@@ -64,6 +64,10 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// JavaScript gets a network, so that its sandboxes' namespaces are
+	// made by the server under the unit's RestrictNamespaces= and system
+	// call filter. Its hello opens no connection: no traffic leaves.
+	toml = append(toml, "\n[languages.javascript.network]\nallow = [\"systemd-test.invalid\"]\n"...)
 	// Never over a real installation.
 	for _, p := range []string{unitPath, unitPath + ".d", unitConfigDir, "/var/log/code-sandbox-mcp"} {
 		if _, err := os.Lstat(p); err == nil {
@@ -245,8 +249,12 @@ func callsThroughUnit(ctx context.Context, t *testing.T, base, token string) {
 		{"run_python_code", `print("hello from python")`, "hello from python\n"},
 		{"run_js_code", `console.log("hello from javascript")`, "hello from javascript\n"},
 	} {
-		if r := call(tc.tool, code(tc.code)); r.isError || r.out.Stdout != tc.want || r.out.ExitCode != 0 {
+		r := call(tc.tool, code(tc.code))
+		if r.isError || r.out.Stdout != tc.want || r.out.ExitCode != 0 {
 			t.Errorf("%s: %q, stdout %q; want %q", tc.tool, r.text, r.out.Stdout, tc.want)
+		}
+		if hasNet := r.out.Network != nil; hasNet != (tc.tool == "run_js_code") {
+			t.Errorf("%s: network list %v (present %v); want one for JavaScript only, which has a network", tc.tool, r.out.Network, hasNet)
 		}
 	}
 	args := code("s = open('in.txt').read()\nopen('out.txt', 'w').write(s.upper())\nprint(len(s))")
