@@ -427,3 +427,43 @@ func randomHex(t *testing.T) string {
 	}
 	return hex.EncodeToString(b)
 }
+
+// A server killed with sandboxes that have a network leaves their
+// namespaces mounted in its state directory; the next server's sweep
+// unmounts them with the rest, and nothing is left.
+func TestFaultServerKilledWithNetworkSandboxes(t *testing.T) {
+	d := newPrivateDaemon(t)
+	stateDir := newStateDir(t)
+	// No traffic: nothing connects.
+	const network = "[network]\nallow = [\"fault.invalid\"]\n"
+	s := startFaultServer(t, d, stateDir, network)
+	if !waitFor(90*time.Second, func() bool { return d.tasks(t).waiting() == 2 }) {
+		t.Fatalf("the pool did not fill in 90 s: %+v", d.tasks(t))
+	}
+	netns := func() []string {
+		return slices.DeleteFunc(mountsUnder(stateDir), func(m string) bool { return filepath.Base(m) != "netns" })
+	}
+	if n := netns(); len(n) != 2 {
+		t.Fatalf("namespace mounts %v; want one per ready sandbox (2)", n)
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.exited
+	s.killClient()
+	left := netns()
+	if len(left) != 2 {
+		t.Fatalf("namespace mounts after the kill %v; want the 2 of the dead server's sandboxes", left)
+	}
+	s2 := startFaultServer(t, d, stateDir, network)
+	if !waitFor(10*time.Second, func() bool { return !slices.ContainsFunc(netns(), func(m string) bool { return slices.Contains(left, m) }) }) {
+		t.Fatalf("10 s after a new server started, the dead server's namespace mounts %v are still there (%v)", left, netns())
+	}
+	start := time.Now()
+	s2.stdin.Close()
+	s2.waitExit(t, exitBound, start)
+	d.assertNoLeftovers(t, stateDir)
+	if n := netns(); len(n) != 0 {
+		t.Errorf("namespace mounts %v after the second server exited; want none", n)
+	}
+}
