@@ -28,9 +28,13 @@ const (
 	// programRecheckFirst and programRecheckMax bound how a run's wait
 	// polls, once its program ended, for what else of the program is
 	// left (see waitExit): its other threads end within a millisecond or
-	// so of its main one.
+	// so of its main one on an idle host, but a warm Node.js's were once
+	// not gone within the 51 ms that a 25 ms maximum polls for, on a
+	// host running two suites and more (the run then waited for its
+	// init, stopped by the test, to its timeout). The polls cost nothing
+	// on the run's path: a run with an orphan left ends with its init.
 	programRecheckFirst = 100 * time.Microsecond
-	programRecheckMax   = 25 * time.Millisecond
+	programRecheckMax   = 200 * time.Millisecond
 	// drainTimeout bounds the wait for the last output once a task exited.
 	drainTimeout = 5 * time.Second
 	// oomGrace is how long a run killed by a SIGKILL that it did not get
