@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -68,8 +69,17 @@ type Proxy struct {
 	// trailing dot (no wildcards): the program never holds their values,
 	// and a header of the same name that it sent is replaced. A request to
 	// any other host, a redirect's included, gets none. Requests inside
-	// CONNECT are TLS, which the proxy does not read, and get none.
+	// CONNECT are TLS, which the proxy does not read, and get none,
+	// unless the host is one it intercepts.
 	Secrets map[string]Secret
+	// Intercept names the hosts, keyed as Secrets are, whose TLS the
+	// proxy terminates with a certificate CA issues (the sandbox trusts
+	// CA), so that their HTTPS requests get their secret too: the proxy
+	// then connects to the host over TLS itself, verified against
+	// UpstreamRoots (nil: the host's roots). Without a CA, none is.
+	Intercept     map[string]bool
+	CA            *CA
+	UpstreamRoots *x509.CertPool
 
 	conns sync.WaitGroup
 	live  atomic.Int64 // connections accepted and not yet recorded
@@ -306,6 +316,9 @@ func (p *Proxy) connect(ctx context.Context, c net.Conn, br *bufio.Reader, req *
 		rec.Allowed = false
 		return fmt.Errorf("the TLS ClientHello names %q, not the host CONNECT named: %w", name, ErrDenied)
 	}
+	if p.CA != nil && p.Intercept[rec.Host] {
+		return p.intercept(ctx, c, br, hello, to, rec)
+	}
 	up, err := p.dial(ctx, to)
 	if err != nil {
 		return fmt.Errorf("connect to %s: %w", to, err)
@@ -357,14 +370,7 @@ func (p *Proxy) plain(ctx context.Context, c net.Conn, req *http.Request, rec *R
 		return refuse(http.StatusBadGateway, "connect to %s: %v", to, err)
 	}
 	defer closeWith(ctx, up)()
-	for _, h := range req.Header.Values("Connection") {
-		for _, name := range strings.Split(h, ",") {
-			req.Header.Del(strings.TrimSpace(name))
-		}
-	}
-	for _, h := range hopHeaders {
-		req.Header.Del(h)
-	}
+	dropHopHeaders(req.Header)
 	req.Close = true
 	if sec, ok := p.Secrets[rec.Host]; ok && sec.Header != "" {
 		req.Header.Set(sec.Header, sec.Value)
