@@ -31,8 +31,8 @@ type Network struct {
 	MaxConnections int      `toml:"max_connections"`
 	MaxBytes       Size     `toml:"max_bytes"`
 	IdleTimeout    Duration `toml:"idle_timeout"`
-	// Secrets are headers the proxy sets on plain-HTTP requests to one
-	// host each, keyed by the host's name: the sandbox never holds their
+	// Secrets are headers the proxy sets on the requests to one host
+	// each, keyed by the host's name: the sandbox never holds their
 	// values.
 	Secrets map[string]NetworkSecret `toml:"secrets"`
 }
@@ -40,10 +40,14 @@ type Network struct {
 // NetworkSecret is one header the proxy sets for one host: Header, with
 // the value of the server's environment variable ValueEnv, put in
 // Format where it says "{}" ("Bearer {}"; "" is the value alone).
+// Without Intercept it goes on plain-HTTP requests only; with it, the
+// proxy terminates the host's TLS with a certificate of its own CA, which
+// the sandbox trusts, and sets it on HTTPS requests too.
 type NetworkSecret struct {
-	Header   string `toml:"header"`
-	ValueEnv string `toml:"value_env"`
-	Format   string `toml:"format"`
+	Header    string `toml:"header"`
+	ValueEnv  string `toml:"value_env"`
+	Format    string `toml:"format"`
+	Intercept bool   `toml:"intercept"`
 }
 
 // Network defaults.
@@ -104,6 +108,20 @@ func (c *Config) networkFor(name string) *Network {
 		return nil
 	}
 	return n.clone()
+}
+
+// Intercepts reports whether a secret of n has the proxy intercept its
+// host's TLS.
+func (n *Network) Intercepts() bool {
+	if n == nil {
+		return false
+	}
+	for _, s := range n.Secrets {
+		if s.Intercept {
+			return true
+		}
+	}
+	return false
 }
 
 // SecretEnv names the server's environment variables that hold the

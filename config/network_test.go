@@ -25,6 +25,7 @@ max_bytes = "1MiB"
 header = "Authorization"
 value_env = "API_KEY"
 format = "Bearer {}"
+intercept = true
 
 [languages.javascript.network]
 allow = []
@@ -39,6 +40,9 @@ allow = []
 	}
 	if n.MaxBytes != 1<<20 || n.MaxConnections != DefaultNetworkConnections || time.Duration(n.IdleTimeout) != DefaultNetworkIdle {
 		t.Errorf("python's network limits %d, %d, %s; want 1MiB and the defaults", n.MaxBytes, n.MaxConnections, time.Duration(n.IdleTimeout))
+	}
+	if !n.Intercepts() || (&Network{Secrets: map[string]NetworkSecret{"a": {}}}).Intercepts() {
+		t.Error("Intercepts does not say which network intercepts")
 	}
 	if js, _ := c.Language("javascript"); js.Network != nil {
 		t.Errorf("javascript's network %+v; want none (its own allows nothing)", js.Network)

@@ -252,18 +252,11 @@ func egressOf(cfg Config) (map[string]*sandbox.Egress, error) {
 		k, _, _ := strings.Cut(kv, "=")
 		pass = append(pass, k)
 	}
-	out := map[string]*sandbox.Egress{}
-	for _, l := range cfg.Languages {
-		if l.Network == nil {
-			continue
-		}
-		e, err := sandbox.NewEgress(l.Network, lookup, pass)
-		if err != nil {
-			return nil, fmt.Errorf("the network of %s: %w: %w", l.Name, err, errdefs.ErrInvalidArgument)
-		}
-		out[l.Name] = e
+	e, err := sandbox.NewEgresses(cfg.Languages, lookup, pass)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
 	}
-	return out, nil
+	return e, nil
 }
 
 // imageChanged invalidates the prepared image of every language that runs

@@ -148,7 +148,8 @@ func newUpstream(t *testing.T) *upstream {
 
 // networkConfig allows api and api2 of test.example, and names that lead
 // where the proxy must not go; other.test.example resolves to the
-// test's server too, but is not allowed. The secret is api's alone.
+// test's server too, but is not allowed. The secret is api's alone, and
+// the proxy intercepts api's TLS to add it to HTTPS requests too.
 const networkConfig = `
 [network]
 allow = ["api.test.example", "api2.test.example", "loop.test.example", "priv.test.example", "meta.test.example"]
@@ -159,6 +160,7 @@ hosts = { "api.test.example" = "198.51.100.7", "api2.test.example" = "198.51.100
 header = "Authorization"
 value_env = "CSM_TEST_API_KEY"
 format = "Bearer {}"
+intercept = true
 `
 
 // networkProbe is the hostile program: every way in and out it tries, one
@@ -176,7 +178,9 @@ def get(url, ctx=None):
         return 'error ' + type(e).__name__
 ca = ssl.create_default_context(cafile='ca.pem')
 print('plain', get('http://api.test.example/hello'))
-print('tls', get('https://api.test.example/hello', ca))
+print('tls', get('https://api.test.example/hello', ssl.create_default_context()))
+print('tls upstream ca', get('https://api.test.example/hello', ca))
+print('tls2', get('https://api2.test.example/hello', ca))
 print('denied', get('http://other.test.example/hello'))
 print('ip', get('http://198.51.100.7/hello'))
 print('loopback', get('http://loop.test.example/hello'))
@@ -265,9 +269,15 @@ func TestNetworkAllowlist(t *testing.T) {
 	up := newUpstream(t)
 	secret := "CSM_SECRET_" + randomHex(t)
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	// The server's proxy trusts the test's CA, and only it, for the
+	// upstreams it intercepts.
+	roots := filepath.Join(t.TempDir(), "roots.pem")
+	if err := os.WriteFile(roots, []byte(up.caPEM), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	spec := serverSpec{
 		netns:  up.netns,
-		env:    []string{"CSM_TEST_API_KEY=" + secret},
+		env:    []string{"CSM_TEST_API_KEY=" + secret, "SSL_CERT_FILE=" + roots},
 		config: networkConfig + fmt.Sprintf("[audit]\npath = %q\n", auditLog),
 	}
 	s := startMCP(t, spec)
@@ -281,6 +291,8 @@ func TestNetworkAllowlist(t *testing.T) {
 			for _, want := range []string{
 				"plain 200 hello from api.test.example\n",
 				"tls 200 hello from api.test.example\n",
+				"tls upstream ca error URLError\n",
+				"tls2 200 hello from api2.test.example\n",
 				"denied 403\n",
 				"ip 403\n",
 				"loopback 403\n",
@@ -303,16 +315,20 @@ func TestNetworkAllowlist(t *testing.T) {
 				t.Errorf("the secret, or a file holding it, is in the sandbox:\n%s", out)
 			}
 
-			// What the test's server saw: the secret on api's plain
-			// request only; not over TLS (not read), not on the redirect
-			// to api2.
-			var apiPlain, api2 int
+			// What the test's server saw: the secret on api's requests,
+			// plain and (intercepted) TLS; not on the redirect to api2,
+			// nor on api2's TLS, which the proxy does not read.
+			var apiPlain, apiTLS, api2 int
 			for _, req := range up.seen()[before:] {
 				switch {
-				case req.host == "api.test.example" && !req.tls:
-					apiPlain++
+				case req.host == "api.test.example":
+					if req.tls {
+						apiTLS++
+					} else {
+						apiPlain++
+					}
 					if req.auth != "Bearer "+secret {
-						t.Errorf("plain request to api.test.example%s had Authorization %q; want the secret", req.path, req.auth)
+						t.Errorf("request to api.test.example%s (tls %v) had Authorization %q; want the secret", req.path, req.tls, req.auth)
 					}
 				case req.auth != "":
 					t.Errorf("request to %s%s (tls %v) had Authorization %q; want none", req.host, req.path, req.tls, req.auth)
@@ -324,8 +340,8 @@ func TestNetworkAllowlist(t *testing.T) {
 					t.Errorf("the test's server got a request for %s%s; the proxy should have refused it", req.host, req.path)
 				}
 			}
-			if apiPlain != 2 || api2 != 1 {
-				t.Errorf("the test's server saw %d plain requests to api.test.example and %d to api2; want 2 (hello, redirect) and 1", apiPlain, api2)
+			if apiPlain != 2 || apiTLS != 1 || api2 != 2 {
+				t.Errorf("the test's server saw %d plain and %d TLS requests to api.test.example and %d to api2; want 2 (hello, redirect), 1 and 2 (the redirect's, TLS)", apiPlain, apiTLS, api2)
 			}
 
 			// The result's records: every connection, allowed or not.
@@ -359,12 +375,20 @@ func TestNetworkAllowlist(t *testing.T) {
 				}
 			}
 			for _, rec := range recs {
-				if rec.Host == "api.test.example" && rec.Method == "GET" && rec.SecretHeader != "Authorization" {
+				// A request that reached api got the secret: its plain
+				// ones, and the intercepted TLS one that the sandbox's
+				// bundle let through.
+				if rec.Host == "api.test.example" && rec.Allowed && rec.BytesDown > 0 && rec.Reason == "" && rec.SecretHeader != "Authorization" {
 					t.Errorf("record %+v: want secret_header Authorization", rec)
 				}
-				if rec.Host != "api.test.example" && rec.SecretHeader != "" || rec.Method == "CONNECT" && rec.SecretHeader != "" {
+				if rec.Host != "api.test.example" && rec.SecretHeader != "" {
 					t.Errorf("record %+v: want no secret_header", rec)
 				}
+			}
+			if !slices.ContainsFunc(recs, func(rec networkRecord) bool {
+				return rec.Host == "api.test.example" && rec.Method == "CONNECT" && rec.SecretHeader == "Authorization"
+			}) {
+				t.Errorf("no record of an intercepted CONNECT to api.test.example that set the secret in %+v", recs)
 			}
 			if !strings.Contains(r.text, "[network: the sandbox's proxy refused ") {
 				t.Errorf("the text does not tell of the refused connections:\n%s", r.text)

@@ -42,6 +42,11 @@ const pythonHooksDir = "/opt/code-sandbox-mcp/python"
 // module is mounted, read-only, for warm JavaScript languages.
 const NodeHooksDir = "/opt/code-sandbox-mcp/node"
 
+// TrustDir is where the directory holding the certificates a sandbox
+// with TLS interception trusts is mounted, read-only: ca.pem (the
+// proxy's CA) and bundle.pem (the host's roots and that CA).
+const TrustDir = "/opt/code-sandbox-mcp/trust"
+
 // InitPath is where the host's init (Policy.InitHostPath) is mounted,
 // read-only, in every sandbox: the sandbox's pid 1, it runs the process's
 // command as its child (see Policy.InitHostPath).
@@ -99,6 +104,11 @@ type Policy struct {
 	// Empty mounts nothing.
 	HooksHostDir string
 	HooksDir     string
+
+	// TrustHostDir is the host directory of the certificates the run
+	// trusts for TLS interception; it is bind mounted read-only at
+	// TrustDir. Empty mounts nothing.
+	TrustHostDir string
 
 	// Netns is the host path of a network namespace the run joins: the
 	// one the server made for it, whose only way out is the server's
@@ -345,10 +355,11 @@ func (p Policy) mounts() []specs.Mount {
 		})
 	}
 	// Bound in from the host: the program read-only, the workspace
-	// writable, the Python hook read-only; none executable.
+	// writable, the Python hook and the trusted certificates read-only;
+	// none executable.
 	for _, b := range []struct {
 		src, dst, mode string
-	}{{p.CodeHostDir, CodeDir, "ro"}, {p.WorkspaceHostDir, WorkspaceDir, "rw"}, {p.HooksHostDir, cmp.Or(p.HooksDir, pythonHooksDir), "ro"}} {
+	}{{p.CodeHostDir, CodeDir, "ro"}, {p.WorkspaceHostDir, WorkspaceDir, "rw"}, {p.HooksHostDir, cmp.Or(p.HooksDir, pythonHooksDir), "ro"}, {p.TrustHostDir, TrustDir, "ro"}} {
 		if b.src != "" {
 			m = append(m, specs.Mount{
 				Destination: b.dst,

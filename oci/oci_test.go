@@ -550,3 +550,27 @@ func TestWithPythonHooks(t *testing.T) {
 		}
 	}
 }
+
+// The certificates a run with TLS interception trusts are bound in
+// read-only, not executable.
+func TestSpecTrustMount(t *testing.T) {
+	p := testPolicy()
+	p.TrustHostDir = "/var/lib/code-sandbox-mcp/run/x/trust"
+	s := generate(t, p)
+	i := slices.IndexFunc(s.Mounts, func(m specs.Mount) bool { return m.Destination == TrustDir })
+	if i < 0 {
+		t.Fatalf("no mount at %s", TrustDir)
+	}
+	m := s.Mounts[i]
+	for _, o := range []string{"ro", "nosuid", "nodev", "noexec"} {
+		if !slices.Contains(m.Options, o) {
+			t.Errorf("trust mount options %v lack %s", m.Options, o)
+		}
+	}
+	if m.Source != p.TrustHostDir {
+		t.Errorf("trust mount source %q", m.Source)
+	}
+	if slices.ContainsFunc(generate(t, testPolicy()).Mounts, func(m specs.Mount) bool { return m.Destination == TrustDir }) {
+		t.Error("a trust mount without TrustHostDir")
+	}
+}

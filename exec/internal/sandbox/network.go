@@ -7,6 +7,8 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +30,12 @@ type Egress struct {
 	Limits  egress.Limits
 	Hosts   map[string]netip.Addr
 	Secrets map[string]egress.Secret
+	// Intercept names the hosts whose TLS the proxy terminates, with
+	// certificates of CA; Bundle is what the sandbox then trusts: the
+	// host's roots and CA. Both nil without interception.
+	Intercept map[string]bool
+	CA        *egress.CA
+	Bundle    []byte
 }
 
 // NewEgress reads n (a language's network, see config.Language.Network):
@@ -35,8 +43,10 @@ type Egress struct {
 // which lookup (os.LookupEnv) reads from the server's environment. A
 // secret whose variable is unset, or also passed into every sandbox (a
 // name in pass), is an error: the proxy could not keep it from the
-// program.
-func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []string) (*Egress, error) {
+// program. ca is the server's CA, for the secrets that intercept their
+// host's TLS (nil if none does); hostRoots are the host's trusted roots
+// (PEM), which the sandbox trusts beside it.
+func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []string, ca *egress.CA, hostRoots []byte) (*Egress, error) {
 	p, err := egress.NewPolicy(n.Allow, n.Deny)
 	if err != nil {
 		return nil, err
@@ -81,8 +91,46 @@ func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []str
 			continue
 		}
 		e.Secrets[hostKey(host)] = egress.Secret{Header: s.Header, Value: v}
+		if s.Intercept {
+			if ca == nil {
+				errs = append(errs, fmt.Errorf("secrets.%q: intercept needs the proxy's CA, and there is none", host))
+				continue
+			}
+			if e.Intercept == nil {
+				e.Intercept, e.CA = map[string]bool{}, ca
+				e.Bundle = append(append(slices.Clip(hostRoots), '\n'), ca.PEM...)
+			}
+			e.Intercept[hostKey(host)] = true
+		}
 	}
 	return e, errors.Join(errs...)
+}
+
+// NewEgresses reads the network of every language in langs that has
+// one, by name (see NewEgress): one CA for them all, made only if a
+// secret intercepts TLS.
+func NewEgresses(langs []config.Language, lookup func(string) (string, bool), pass []string) (map[string]*Egress, error) {
+	var ca *egress.CA
+	var roots []byte
+	out := map[string]*Egress{}
+	for _, l := range langs {
+		if l.Network == nil {
+			continue
+		}
+		if l.Network.Intercepts() && ca == nil {
+			var err error
+			if ca, err = egress.NewCA(); err != nil {
+				return nil, err
+			}
+			roots = HostRoots()
+		}
+		e, err := NewEgress(l.Network, lookup, pass, ca, roots)
+		if err != nil {
+			return nil, fmt.Errorf("the network of %s: %w", l.Name, err)
+		}
+		out[l.Name] = e
+	}
+	return out, nil
 }
 
 // hostKey is a host's name as the proxy looks it up: lower case, without
@@ -112,6 +160,7 @@ func hostPrefixes() ([]netip.Prefix, error) {
 // loopback holds the proxy's listener, and the proxy, served by the
 // server from its own namespace.
 type network struct {
+	trust  string // host directory of the certificates it trusts; "" without interception
 	ns     *egress.Netns
 	proxy  *egress.Proxy
 	cancel context.CancelFunc
@@ -130,18 +179,27 @@ func (s *Sandbox) openNetwork() error {
 	if s.lang.Network == nil {
 		return nil
 	}
+	var err error
 	if e == nil {
 		return fmt.Errorf("language %s has a network, but the server read none for it", s.lang.Name)
+	}
+	n := &network{}
+	if e.CA != nil {
+		if n.trust, err = writeTrust(s.dir, e); err != nil {
+			return err
+		}
 	}
 	ns, err := egress.NewNetns(s.dir)
 	if err != nil {
 		return err
 	}
-	n := &network{ns: ns, served: make(chan struct{})}
+	n.ns, n.served = ns, make(chan struct{})
 	n.proxy = &egress.Proxy{
-		Policy:  e.Policy,
-		Limits:  e.Limits,
-		Secrets: e.Secrets,
+		Policy:    e.Policy,
+		Limits:    e.Limits,
+		Secrets:   e.Secrets,
+		Intercept: e.Intercept,
+		CA:        e.CA,
 		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
 			if a, ok := e.Hosts[hostKey(host)]; ok {
 				return []netip.Addr{a}, nil
@@ -189,6 +247,55 @@ func (s *Sandbox) withNetwork(policy *sandboxoci.Policy) {
 	}
 	policy.Netns = s.net.ns.Path
 	policy.Env = sandboxoci.Env(policy.Env, s.net.proxyEnv(), nil)
+	if s.net.trust != "" {
+		policy.TrustHostDir = s.net.trust
+		policy.Env = sandboxoci.Env(policy.Env, trustEnv, nil)
+	}
+}
+
+// trustEnv points a sandbox's TLS clients at the certificates it trusts
+// with TLS interception: OpenSSL's (Python's ssl and urllib, curl),
+// requests', pip's, and Node.js's, which adds the CA to its own roots.
+var trustEnv = []string{
+	"SSL_CERT_FILE=" + sandboxoci.TrustDir + "/bundle.pem",
+	"REQUESTS_CA_BUNDLE=" + sandboxoci.TrustDir + "/bundle.pem",
+	"CURL_CA_BUNDLE=" + sandboxoci.TrustDir + "/bundle.pem",
+	"PIP_CERT=" + sandboxoci.TrustDir + "/bundle.pem",
+	"NODE_EXTRA_CA_CERTS=" + sandboxoci.TrustDir + "/ca.pem",
+}
+
+// writeTrust writes the certificates a sandbox with TLS interception
+// trusts into dir/trust, readable by any uid: ca.pem and bundle.pem.
+func writeTrust(dir string, e *Egress) (string, error) {
+	trust := filepath.Join(dir, "trust")
+	if err := os.Mkdir(trust, 0o755); err != nil {
+		return "", fmt.Errorf("write the trusted certificates: %w", err)
+	}
+	for name, data := range map[string][]byte{"ca.pem": e.CA.PEM, "bundle.pem": e.Bundle} {
+		f := filepath.Join(trust, name)
+		if err := os.WriteFile(f, data, 0o644); err != nil {
+			return "", fmt.Errorf("write the trusted certificates: %w", err)
+		}
+		// WriteFile is subject to the umask.
+		if err := os.Chmod(f, 0o644); err != nil {
+			return "", err
+		}
+	}
+	if err := os.Chmod(trust, 0o755); err != nil {
+		return "", err
+	}
+	return trust, nil
+}
+
+// HostRoots reads the host's trusted roots, PEM, from the first of the
+// usual bundles there is; nil if none is.
+func HostRoots() []byte {
+	for _, f := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt", "/etc/ssl/cert.pem"} {
+		if b, err := os.ReadFile(f); err == nil {
+			return b
+		}
+	}
+	return nil
 }
 
 // settleTimeout bounds Network's wait for the connections that are

@@ -25,7 +25,7 @@ func TestNewEgress(t *testing.T) {
 		},
 		MaxConnections: 3, MaxBytes: 1 << 20,
 	}
-	e, err := NewEgress(n, env(map[string]string{"API_KEY": "k1"}), nil)
+	e, err := NewEgress(n, env(map[string]string{"API_KEY": "k1"}), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestNewEgress(t *testing.T) {
 		{"bad allow entry", nil, nil, config.Network{Allow: []string{"exa mple.com"}}, "exa mple.com"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewEgress(&tc.n, env(tc.vars), tc.pass)
+			_, err := NewEgress(&tc.n, env(tc.vars), tc.pass, nil, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v; want an error saying %q", err, tc.want)
 			}
@@ -73,7 +73,7 @@ func TestSandboxNetwork(t *testing.T) {
 	}
 	lang, _ := config.Default().Language("python")
 	lang.Network = &config.Network{Allow: []string{"api.example.com"}}
-	e, err := NewEgress(lang.Network, env(nil), nil)
+	e, err := NewEgress(lang.Network, env(nil), nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,5 +110,58 @@ func TestSandboxNetwork(t *testing.T) {
 	none := &Sandbox{h: s.h, lang: config.Language{Name: "python"}, dir: t.TempDir()}
 	if err := none.openNetwork(); err != nil || none.net != nil || none.Network() != nil {
 		t.Errorf("a language without a network got one (%v, %v)", err, none.net)
+	}
+}
+
+// A secret that intercepts its host's TLS makes one CA for all the
+// languages, and its sandboxes trust it beside the host's roots: the
+// certificates are mounted read-only, and the TLS clients' variables
+// point at them.
+func TestInterceptTrust(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("making a network namespace needs root")
+	}
+	py, _ := config.Default().Language("python")
+	py.Network = &config.Network{Allow: []string{"api.example.com"}, Secrets: map[string]config.NetworkSecret{
+		"api.example.com": {Header: "X-Key", ValueEnv: "K", Intercept: true},
+	}}
+	js, _ := config.Default().Language("javascript")
+	js.Network = &config.Network{Allow: []string{"b.example.com"}, Secrets: map[string]config.NetworkSecret{
+		"b.example.com": {Header: "X-Key", ValueEnv: "K", Intercept: true},
+	}}
+	egresses, err := NewEgresses([]config.Language{py, js}, env(map[string]string{"K": "v"}), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := egresses["python"]
+	if e.CA == nil || e.CA != egresses["javascript"].CA || !e.Intercept["api.example.com"] {
+		t.Fatalf("egress %+v; want api.example.com intercepted, one CA for both languages", e)
+	}
+	if !strings.HasSuffix(string(e.Bundle), string(e.CA.PEM)) || len(e.Bundle) <= len(e.CA.PEM)+1 && HostRoots() != nil {
+		t.Errorf("the bundle does not hold the host's roots and then the CA")
+	}
+	s := &Sandbox{h: &Host{Log: slog.New(slog.DiscardHandler), Egress: egresses}, lang: py, id: "test", dir: t.TempDir()}
+	if err := s.openNetwork(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.closeNetwork()
+	var p sandboxoci.Policy
+	s.withNetwork(&p)
+	if p.TrustHostDir != filepath.Join(s.dir, "trust") {
+		t.Errorf("TrustHostDir %q", p.TrustHostDir)
+	}
+	for name, want := range map[string][]byte{"ca.pem": e.CA.PEM, "bundle.pem": e.Bundle} {
+		got, err := os.ReadFile(filepath.Join(p.TrustHostDir, name))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("%s: %v; want the CA's certificates", name, err)
+		}
+		if fi, _ := os.Stat(filepath.Join(p.TrustHostDir, name)); fi == nil || fi.Mode().Perm() != 0o644 {
+			t.Errorf("%s mode %v; want 0644, readable by the sandbox's uid", name, fi)
+		}
+	}
+	for _, kv := range []string{"SSL_CERT_FILE=/opt/code-sandbox-mcp/trust/bundle.pem", "REQUESTS_CA_BUNDLE=/opt/code-sandbox-mcp/trust/bundle.pem", "NODE_EXTRA_CA_CERTS=/opt/code-sandbox-mcp/trust/ca.pem"} {
+		if !slices.Contains(p.Env, kv) {
+			t.Errorf("env %v lacks %s", p.Env, kv)
+		}
 	}
 }
