@@ -480,7 +480,9 @@ func TestFaultServerKilledWithNetworkSandboxes(t *testing.T) {
 		t.Fatalf("namespace mounts after the kill %v; want the 2 of the dead server's sandboxes", left)
 	}
 	s2 := startFaultServer(t, d, stateDir, network)
-	if !waitFor(10*time.Second, func() bool { return !slices.ContainsFunc(netns(), func(m string) bool { return slices.Contains(left, m) }) }) {
+	if !waitFor(10*time.Second, func() bool {
+		return !slices.ContainsFunc(netns(), func(m string) bool { return slices.Contains(left, m) })
+	}) {
 		t.Fatalf("10 s after a new server started, the dead server's namespace mounts %v are still there (%v)", left, netns())
 	}
 	start := time.Now()
