@@ -132,7 +132,10 @@ func TestMCPDescriptionsFollowTheConfiguredImage(t *testing.T) {
 		dir + "aardvark_inventory_test-0.4.2.dist-info/top_level.txt": "aardvark\n",
 		dir + "aardvark/__init__.py":                                  "",
 	})
-	s := startMCP(t, serverSpec{env: []string{"CONTAINER_IMAGE=" + ref, "CONTAINER_LANGUAGE=python"}})
+	// No pools (see noPools): the test reads descriptions and ends; a pool
+	// still being filled as the server exits may, on a slow daemon, outlast
+	// the exit's bound and be left to a next server's sweep.
+	s := startMCP(t, serverSpec{env: []string{"CONTAINER_IMAGE=" + ref, "CONTAINER_LANGUAGE=python"}, config: noPools})
 	desc, contents := imageFacts(t, s)
 	py := contents["python"]
 	if py == nil {
@@ -156,7 +159,10 @@ func TestMCPDescriptionsFollowTheConfiguredImage(t *testing.T) {
 func TestMCPDescriptionsOfAnImageThatCannotBeRead(t *testing.T) {
 	const ref = "localhost/code-sandbox-mcp/python:inventory-broken"
 	addLayer(t, pythonImage, ref, map[string]string{"etc/code-sandbox-mcp/packages.json": "{"})
-	s := startMCP(t, serverSpec{env: []string{"CONTAINER_IMAGE=" + ref, "CONTAINER_LANGUAGE=python"}})
+	// No pools (see noPools): the test reads descriptions and ends; a pool
+	// still being filled as the server exits may, on a slow daemon, outlast
+	// the exit's bound and be left to a next server's sweep.
+	s := startMCP(t, serverSpec{env: []string{"CONTAINER_IMAGE=" + ref, "CONTAINER_LANGUAGE=python"}, config: noPools})
 	desc, contents := imageFacts(t, s)
 	py := desc["run_python_code"]
 	if contents["python"] != nil || strings.Contains(py, "Packages in the image") || strings.Contains(py, "Python 3.") {
