@@ -36,11 +36,13 @@ import (
 	"code-sandbox-mcp/config"
 )
 
-// tinyWheel is a pure-Python wheel of tinypkg 1.0, built here.
+// tinyWheel is a pure-Python wheel of tinypkg 1.0, built here, with a
+// RECORD that lists each file's hash and size, as pip writes and reads it.
 func tinyWheel(t *testing.T) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
+	var record strings.Builder
 	for _, f := range []struct{ name, body string }{
 		{"tinypkg/__init__.py", "VALUE = 'tinypkg says hello'\n"},
 		{"tinypkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: tinypkg\nVersion: 1.0\n\n"},
@@ -51,7 +53,14 @@ func tinyWheel(t *testing.T) []byte {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if strings.HasSuffix(f.name, "/RECORD") {
+			fmt.Fprintf(&record, "%s,,\n", f.name)
+			w.Write([]byte(record.String()))
+			continue
+		}
 		w.Write([]byte(f.body))
+		sum := sha256.Sum256([]byte(f.body))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.name, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.body))
 	}
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/pem"
@@ -67,7 +68,8 @@ func (u *upstream) seen() []upstreamRequest {
 
 // newUpstream makes the namespace and serves in it: /hello answers with
 // the host it was asked for, /redirect sends the client to
-// api2.test.example, /big sends 3 MiB, /hold waits until the test ends.
+// api2.test.example, /big sends 3 MiB, /hold waits until the test ends,
+// /simple/ is a package index holding tinypkg.
 // Every request is recorded, its Authorization header with it; none is
 // echoed back.
 func newUpstream(t *testing.T) *upstream {
@@ -119,6 +121,16 @@ func newUpstream(t *testing.T) *upstream {
 			}
 		}
 	})
+	// A PEP 503 index holding tinypkg alone, for pip install.
+	wheel := tinyWheel(t)
+	sum := sha256.Sum256(wheel)
+	const wheelName = "tinypkg-1.0-py3-none-any.whl"
+	mux.HandleFunc("/simple/tinypkg/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%x\">%s</a></body></html>\n", wheelName, sum, wheelName)
+	})
+	mux.HandleFunc("/files/"+wheelName, func(w http.ResponseWriter, r *http.Request) {
+		w.Write(wheel)
+	})
 	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-u.release:
@@ -152,10 +164,10 @@ func newUpstream(t *testing.T) *upstream {
 // the proxy intercepts api's TLS to add it to HTTPS requests too.
 const networkConfig = `
 [network]
-allow = ["api.test.example", "api2.test.example", "loop.test.example", "priv.test.example", "meta.test.example"]
+allow = ["api.test.example", "api2.test.example", "loop.test.example", "priv.test.example", "meta.test.example", "pypi.test.example"]
 max_connections = 4
 max_bytes = "2MiB"
-hosts = { "api.test.example" = "198.51.100.7", "api2.test.example" = "198.51.100.7", "other.test.example" = "198.51.100.7", "loop.test.example" = "127.0.0.1", "priv.test.example" = "10.254.0.1", "meta.test.example" = "169.254.169.254" }
+hosts = { "api.test.example" = "198.51.100.7", "api2.test.example" = "198.51.100.7", "other.test.example" = "198.51.100.7", "loop.test.example" = "127.0.0.1", "priv.test.example" = "10.254.0.1", "meta.test.example" = "169.254.169.254", "pypi.test.example" = "198.51.100.7" }
 [network.secrets."api.test.example"]
 header = "Authorization"
 value_env = "CSM_TEST_API_KEY"
@@ -409,6 +421,38 @@ func TestNetworkAllowlist(t *testing.T) {
 			t.Errorf("no record of the connection over the limit in %+v", r.out.Network)
 		}
 		afterCase(t, s, r)
+	})
+
+	t.Run("pip install in a session", func(t *testing.T) {
+		// The index is plain HTTP, so pip must be told to trust it; an
+		// HTTPS index goes through CONNECT as any other host. Installed in
+		// one cell, the package imports in the same interpreter and in
+		// the next cell, from the user site under HOME.
+		ctx := testContext(t)
+		id := createSession(t, s, "python")
+		defer closeSession(t, s, id)
+		r := s.call(ctx, t, "run_python_code", map[string]any{"session_id": id, "timeout_seconds": 120, "code": `
+import subprocess, sys
+p = subprocess.run([sys.executable, '-m', 'pip', 'install', '--index-url', 'http://pypi.test.example/simple/',
+                    '--trusted-host', 'pypi.test.example', 'tinypkg'], capture_output=True, text=True)
+print('pip', p.returncode)
+if p.returncode:
+    print(p.stdout, p.stderr)
+import tinypkg
+print(tinypkg.VALUE)
+`})
+		if r.isError || !strings.HasPrefix(r.out.Stdout, "pip 0\ntinypkg says hello\n") {
+			t.Fatalf("pip install in a cell: %q (isError %v, stderr %q); want pip 0 and the package imported", r.out.Stdout, r.isError, r.out.Stderr)
+		}
+		if !slices.ContainsFunc(r.out.Network, func(rec networkRecord) bool {
+			return rec.Host == "pypi.test.example" && rec.Allowed && rec.BytesDown > 0
+		}) {
+			t.Errorf("no record of pip's connection to pypi.test.example in %+v", r.out.Network)
+		}
+		r = s.call(ctx, t, "run_python_code", map[string]any{"session_id": id, "code": "import tinypkg; print(tinypkg.__file__)"})
+		if r.isError || !strings.HasPrefix(r.out.Stdout, "/tmp/.local/lib/python3") {
+			t.Errorf("the next cell: %q (isError %v, stderr %q); want tinypkg from the user site under /tmp", r.out.Stdout, r.isError, r.out.Stderr)
+		}
 	})
 
 	t.Run("javascript", func(t *testing.T) {

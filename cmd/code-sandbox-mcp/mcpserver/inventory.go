@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -132,6 +133,9 @@ func imageSentence(l config.Language, sb sandbox, inv *inventory.Inventory) stri
 	if !sb.Network {
 		parts = append(parts, fmt.Sprintf("Nothing can be installed at run time (%s); the operator adds packages with `%s`.", strings.Join(why, ", "), hint.BuildCommand))
 	} else {
+		if l.Interpreter() == "python" && len(sb.Allow) > 0 && inv != nil && slices.ContainsFunc(inv.Pip, func(p inventory.Package) bool { return p.Name == "pip" }) {
+			parts = append(parts, "`pip install` works through the proxy from an allowed index; packages go to the user site under HOME and last as long as the sandbox (a session's lifetime).")
+		}
 		parts = append(parts, fmt.Sprintf("The operator adds packages to the image with `%s`.", hint.BuildCommand))
 	}
 	return strings.Join(parts, " ")

@@ -105,6 +105,10 @@ func TestImageSentence(t *testing.T) {
 			"Python 3.13.5. The image has no Python packages beyond the standard library. Nothing can be installed at run time (no network, read-only image); the operator adds packages with `code-sandbox-mcp images build`."},
 		{"node", node, sandbox{Posture: oci.Posture{Network: true, ReadOnlyRoot: true}}, &inventory.Inventory{Node: "20.19.2", Python: "3.13.5"},
 			"Node.js 20.19.2. The image has no npm packages: require() Node.js's built-in modules only. The operator adds packages to the image with `code-sandbox-mcp images build`."},
+		{"pip through a proxy", python, sandbox{Posture: oci.Posture{Network: true, ReadOnlyRoot: true}, Allow: []string{"pypi.example"}}, &inventory.Inventory{Python: "3.13.5", Pip: []inventory.Package{{Name: "pip", Version: "25.1.1"}}, Notable: []inventory.Package{{Name: "pip", Version: "25.1.1"}}},
+			"Python 3.13.5. Packages in the image: pip 25.1.1. `pip install` works through the proxy from an allowed index; packages go to the user site under HOME and last as long as the sandbox (a session's lifetime). The operator adds packages to the image with `code-sandbox-mcp images build`."},
+		{"pip without a proxy", python, closed, &inventory.Inventory{Python: "3.13.5", Pip: []inventory.Package{{Name: "pip", Version: "25.1.1"}}, Notable: []inventory.Package{{Name: "pip", Version: "25.1.1"}}},
+			"Python 3.13.5. Packages in the image: pip 25.1.1. Nothing can be installed at run time (no network, read-only image); the operator adds packages with `code-sandbox-mcp images build`."},
 		{"a package without a version", node, sandbox{}, &inventory.Inventory{NPM: []inventory.Package{{Name: "acorn-walk"}}, Notable: []inventory.Package{{Name: "acorn-walk"}}},
 			"Packages in the image: acorn-walk. Nothing can be installed at run time (no network); the operator adds packages with `code-sandbox-mcp images build`."},
 	} {

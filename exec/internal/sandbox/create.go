@@ -294,11 +294,11 @@ func (s *Sandbox) createContainer(ctx context.Context, labels map[string]string,
 }
 
 // writeHooks writes the start-up hooks the sandbox's interpreter loads:
-// Python's for figures or its warm driver, Node.js's warm driver, and
-// sets policy to mount them.
+// Python's for figures, its warm driver or, with a network, pip's user
+// site (see pipEnv), Node.js's warm driver, and sets policy to mount them.
 func (s *Sandbox) writeHooks(policy *sandboxoci.Policy, driver string) error {
 	switch {
-	case s.lang.Figures || driver == "python":
+	case s.lang.Figures || driver == "python" || s.net != nil && s.lang.Interpreter() == "python":
 		hooks, err := writePythonHook(s.dir, s.lang.Figures)
 		if err != nil {
 			return err

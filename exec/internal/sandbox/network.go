@@ -240,17 +240,35 @@ func (n *network) proxyEnv() []string {
 
 // withNetwork has policy join the sandbox's network namespace, if it has
 // one, with the proxy's variables in its environment, which replace any
-// of the same name.
+// of the same name, and pip's (pipEnv), which the language's replace.
 func (s *Sandbox) withNetwork(policy *sandboxoci.Policy) {
 	if s.net == nil {
 		return
 	}
 	policy.Netns = s.net.ns.Path
-	policy.Env = sandboxoci.Env(policy.Env, s.net.proxyEnv(), nil)
+	policy.Env = sandboxoci.Env(pipEnv, policy.Env, s.net.proxyEnv())
 	if s.net.trust != "" {
 		policy.TrustHostDir = s.net.trust
 		policy.Env = sandboxoci.Env(policy.Env, trustEnv, nil)
 	}
+}
+
+// pipEnv has pip install into the user site, under HOME (/tmp), the one
+// place a sandbox can write that is not the workspace, whose files are the
+// run's output. PEP 668 refuses a user install on Debian's Python unless
+// PIP_BREAK_SYSTEM_PACKAGES is set; the system's packages are on the
+// read-only root, which nothing can change, so the flag only lets pip
+// write the user site. No cache (it would fill /tmp), and no check for a
+// newer pip (a connection the allow list may refuse). The start-up hook
+// makes the user site and puts it on sys.path when PIP_USER is set, so
+// that a package installed later is importable in the same interpreter
+// (see pyhooks/sitecustomize.py). The language's own variables replace
+// these.
+var pipEnv = []string{
+	"PIP_USER=1",
+	"PIP_BREAK_SYSTEM_PACKAGES=1",
+	"PIP_NO_CACHE_DIR=1",
+	"PIP_DISABLE_PIP_VERSION_CHECK=1",
 }
 
 // trustEnv points a sandbox's TLS clients at the certificates it trusts

@@ -85,7 +85,7 @@ func TestSandboxNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.closeNetwork()
-	p := sandboxoci.Policy{Env: []string{"HTTP_PROXY=http://elsewhere:1", "PATH=/usr/bin"}}
+	p := sandboxoci.Policy{Env: []string{"HTTP_PROXY=http://elsewhere:1", "PATH=/usr/bin", "PIP_NO_CACHE_DIR=0"}}
 	s.withNetwork(&p)
 	if want := filepath.Join(s.dir, "netns"); p.Netns != want {
 		t.Errorf("Netns %q; want %q", p.Netns, want)
@@ -98,6 +98,15 @@ func TestSandboxNetwork(t *testing.T) {
 	}
 	if slices.Contains(p.Env, "HTTP_PROXY=http://elsewhere:1") {
 		t.Errorf("env %v keeps the image's HTTP_PROXY", p.Env)
+	}
+	// pip installs into the user site, unless the language says otherwise.
+	for _, kv := range []string{"PIP_USER=1", "PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_CACHE_DIR=0"} {
+		if !slices.Contains(p.Env, kv) {
+			t.Errorf("env %v lacks %s", p.Env, kv)
+		}
+	}
+	if slices.Contains(p.Env, "PIP_NO_CACHE_DIR=1") {
+		t.Errorf("env %v replaces the language's PIP_NO_CACHE_DIR", p.Env)
 	}
 	if recs := s.Network(); recs == nil || len(recs) != 0 {
 		t.Errorf("records %v; want an empty list, not nil", recs)

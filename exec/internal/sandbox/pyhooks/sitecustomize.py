@@ -1,4 +1,4 @@
-# code-sandbox-mcp: the start-up hook of Python sandboxes. It does two
+# code-sandbox-mcp: the start-up hook of Python sandboxes. It does these
 # things, each only where the server asked for it:
 #
 # - figures: see code_sandbox_mcp_figures.py, next to this file (written
@@ -8,6 +8,12 @@
 # - display: it puts display() in builtins (unless there is one), a
 #   small function that imports code_sandbox_mcp_display.py, next to this
 #   file, only when it has something rich to show; see that file;
+# - pip's user site: with a network, the server sets PIP_USER (see
+#   pipEnv in network.go) and this file makes the user site, under HOME,
+#   and puts it on sys.path, as site does for one that already exists:
+#   so that a package pip installs later is importable in the same
+#   interpreter (a directory missing from sys.path at start-up would be
+#   cached as such, and stay unimportable);
 # - warm start: in a ready sandbox of a warm language (see _warm below),
 #   it imports the preloaded modules and then waits for the server's word
 #   that the program is in place, before Python goes on to run it as
@@ -136,6 +142,23 @@ def display(*objs, **kwargs):
 
 
 display._code_sandbox_mcp_rich = _rich  # the session driver's displayhook uses it
+
+
+def _user_site():
+    """Make pip's user site and put it on sys.path, where PIP_USER asks."""
+    if not os.environ.get("PIP_USER") or sys.flags.no_user_site:
+        return
+    site = sys.modules.get("site")
+    if site is None or not site.ENABLE_USER_SITE:
+        return
+    path = site.getusersitepackages()
+    if path in sys.path:
+        return
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError:
+        return  # HOME is not writable: pip will say so
+    site.addsitedir(path)
 
 
 def _chain_image_sitecustomize():
@@ -271,6 +294,7 @@ def _warm():
 
 if os.path.exists(os.path.join(_HERE, "code_sandbox_mcp_figures.py")):
     sys.meta_path.insert(0, _PyplotFinder)
+_user_site()
 _chain_image_sitecustomize()
 # A builtin, as in IPython, unless the image's own start-up made one.
 if not hasattr(sys.modules["builtins"], "display"):
