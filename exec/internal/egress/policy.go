@@ -63,7 +63,7 @@ func parseRules(list string, entries []string, errs []error) (rules, []error) {
 			continue
 		}
 		wild := strings.HasPrefix(e, "*.")
-		name := canonical(strings.TrimPrefix(e, "*."))
+		name := Canonical(strings.TrimPrefix(e, "*."))
 		if err := checkName(name); err != nil {
 			errs = append(errs, fmt.Errorf("%s entry %q: %w", list, e, err))
 			continue
@@ -77,9 +77,10 @@ func parseRules(list string, entries []string, errs []error) (rules, []error) {
 	return r, errs
 }
 
-// canonical is a name as it is compared: lower case, without a trailing
-// dot.
-func canonical(name string) string {
+// Canonical is a name as it is compared: lower case, without a trailing
+// dot. The proxy looks up pinned names, secrets and intercepted hosts
+// by it too.
+func Canonical(name string) string {
 	return strings.ToLower(strings.TrimSuffix(name, "."))
 }
 
@@ -157,7 +158,7 @@ func (r rules) holds(a netip.Addr) bool {
 // matches only address and prefix entries: listing a name does not let
 // a program reach its addresses by number.
 func (p *Policy) Host(host string) error {
-	name := canonical(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	name := Canonical(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
 	if a, err := netip.ParseAddr(name); err == nil {
 		if a.Zone() != "" {
 			return fmt.Errorf("%q names an interface of the host: %w", host, ErrDenied)

@@ -228,7 +228,7 @@ func writeStatus(w io.Writer, status int, why string) {
 // target checks host and port against the Policy, resolves the host and
 // returns the first of its addresses the Policy allows.
 func (p *Proxy) target(ctx context.Context, host string, port int, rec *Record) (netip.AddrPort, error) {
-	rec.Host, rec.Port = canonical(host), port
+	rec.Host, rec.Port = Canonical(host), port
 	if err := p.Policy.Host(host); err != nil {
 		return netip.AddrPort{}, refuse(http.StatusForbidden, "%v", err)
 	}

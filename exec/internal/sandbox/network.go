@@ -47,11 +47,17 @@ type Egress struct {
 // host's TLS (nil if none does); hostRoots are the host's trusted roots
 // (PEM), which the sandbox trusts beside it.
 func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []string, ca *egress.CA, hostRoots []byte) (*Egress, error) {
-	p, err := egress.NewPolicy(n.Allow, n.Deny)
+	own, err := hostPrefixes()
 	if err != nil {
 		return nil, err
 	}
-	own, err := hostPrefixes()
+	return newEgress(n, lookup, pass, ca, hostRoots, own)
+}
+
+// newEgress is NewEgress, with the host's own addresses (hostPrefixes),
+// which the proxy refuses, read by the caller.
+func newEgress(n *config.Network, lookup func(string) (string, bool), pass []string, ca *egress.CA, hostRoots []byte, own []netip.Prefix) (*Egress, error) {
+	p, err := egress.NewPolicy(n.Allow, n.Deny)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +79,7 @@ func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []str
 			errs = append(errs, fmt.Errorf("hosts: %s: %w", name, err))
 			continue
 		}
-		e.Hosts[hostKey(name)] = a
+		e.Hosts[egress.Canonical(name)] = a
 	}
 	for _, host := range slices.Sorted(maps.Keys(n.Secrets)) {
 		s := n.Secrets[host]
@@ -90,7 +96,7 @@ func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []str
 			errs = append(errs, fmt.Errorf("secrets.%q: the value of %s holds a line break or a NUL, which no header may", host, s.ValueEnv))
 			continue
 		}
-		e.Secrets[hostKey(host)] = egress.Secret{Header: s.Header, Value: v}
+		e.Secrets[egress.Canonical(host)] = egress.Secret{Header: s.Header, Value: v}
 		if s.Intercept {
 			if ca == nil {
 				errs = append(errs, fmt.Errorf("secrets.%q: intercept needs the proxy's CA, and there is none", host))
@@ -100,7 +106,7 @@ func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []str
 				e.Intercept, e.CA = map[string]bool{}, ca
 				e.Bundle = append(append(slices.Clip(hostRoots), '\n'), ca.PEM...)
 			}
-			e.Intercept[hostKey(host)] = true
+			e.Intercept[egress.Canonical(host)] = true
 		}
 	}
 	return e, errors.Join(errs...)
@@ -108,14 +114,21 @@ func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []str
 
 // NewEgresses reads the network of every language in langs that has
 // one, by name (see NewEgress): one CA for them all, made only if a
-// secret intercepts TLS.
+// secret intercepts TLS, and the host's own addresses read once.
 func NewEgresses(langs []config.Language, lookup func(string) (string, bool), pass []string) (map[string]*Egress, error) {
 	var ca *egress.CA
 	var roots []byte
+	var own []netip.Prefix
 	out := map[string]*Egress{}
 	for _, l := range langs {
 		if l.Network == nil {
 			continue
+		}
+		if len(out) == 0 {
+			var err error
+			if own, err = hostPrefixes(); err != nil {
+				return nil, err
+			}
 		}
 		if l.Network.Intercepts() && ca == nil {
 			var err error
@@ -124,7 +137,7 @@ func NewEgresses(langs []config.Language, lookup func(string) (string, bool), pa
 			}
 			roots = HostRoots()
 		}
-		e, err := NewEgress(l.Network, lookup, pass, ca, roots)
+		e, err := newEgress(l.Network, lookup, pass, ca, roots, own)
 		if err != nil {
 			return nil, fmt.Errorf("the network of %s: %w", l.Name, err)
 		}
@@ -132,10 +145,6 @@ func NewEgresses(langs []config.Language, lookup func(string) (string, bool), pa
 	}
 	return out, nil
 }
-
-// hostKey is a host's name as the proxy looks it up: lower case, without
-// a trailing dot.
-func hostKey(name string) string { return strings.ToLower(strings.TrimSuffix(name, ".")) }
 
 // hostPrefixes are the host's own addresses, each as a one-address
 // prefix.
@@ -201,7 +210,7 @@ func (s *Sandbox) openNetwork() error {
 		Intercept: e.Intercept,
 		CA:        e.CA,
 		Resolve: func(ctx context.Context, host string) ([]netip.Addr, error) {
-			if a, ok := e.Hosts[hostKey(host)]; ok {
+			if a, ok := e.Hosts[egress.Canonical(host)]; ok {
 				return []netip.Addr{a}, nil
 			}
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
