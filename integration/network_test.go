@@ -432,7 +432,7 @@ func TestNetworkAllowlist(t *testing.T) {
 		id := createSession(t, s, "python")
 		defer closeSession(t, s, id)
 		r := s.call(ctx, t, "run_python_code", map[string]any{"session_id": id, "timeout_seconds": 120, "code": `
-import subprocess, sys
+import os, subprocess, sys
 p = subprocess.run([sys.executable, '-m', 'pip', 'install', '--index-url', 'http://pypi.test.example/simple/',
                     '--trusted-host', 'pypi.test.example', 'tinypkg'], capture_output=True, text=True)
 print('pip', p.returncode)
@@ -440,9 +440,12 @@ if p.returncode:
     print(p.stdout, p.stderr)
 import tinypkg
 print(tinypkg.VALUE)
+p = subprocess.run([sys.executable, '-m', 'pip', 'install', '--target', '/tmp/t', '--index-url', 'http://pypi.test.example/simple/',
+                    '--trusted-host', 'pypi.test.example', 'tinypkg'], capture_output=True, text=True)
+print('target', p.returncode, os.path.exists('/tmp/t/tinypkg/__init__.py'))
 `})
-		if r.isError || !strings.HasPrefix(r.out.Stdout, "pip 0\ntinypkg says hello\n") {
-			t.Fatalf("pip install in a cell: %q (isError %v, stderr %q); want pip 0 and the package imported", r.out.Stdout, r.isError, r.out.Stderr)
+		if r.isError || r.out.Stdout != "pip 0\ntinypkg says hello\ntarget 0 True\n" {
+			t.Fatalf("pip install in a cell: %q (isError %v, stderr %q); want pip 0, the package imported, and an install with --target", r.out.Stdout, r.isError, r.out.Stderr)
 		}
 		if !slices.ContainsFunc(r.out.Network, func(rec networkRecord) bool {
 			return rec.Host == "pypi.test.example" && rec.Allowed && rec.BytesDown > 0

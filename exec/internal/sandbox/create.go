@@ -299,7 +299,7 @@ func (s *Sandbox) createContainer(ctx context.Context, labels map[string]string,
 func (s *Sandbox) writeHooks(policy *sandboxoci.Policy, driver string) error {
 	switch {
 	case s.lang.Figures || driver == "python" || s.net != nil && s.lang.Interpreter() == "python":
-		hooks, err := writePythonHook(s.dir, s.lang.Figures)
+		hooks, err := writePythonHook(s.dir, s.lang.Figures, s.net != nil)
 		if err != nil {
 			return err
 		}

@@ -18,12 +18,17 @@ import (
 //go:embed pyhooks/*.py
 var pythonHook embed.FS
 
+// userSiteMarker is the file whose presence in the hook's directory has
+// sitecustomize.py make pip's user site and put it on sys.path.
+const userSiteMarker = "code_sandbox_mcp_user_site"
+
 // writePythonHook writes the Python hook into the run directory dir, under
 // hooks/, for the sandbox to mount read-only, and returns that directory:
-// sitecustomize.py, and with figures the figure hook. Each run has its own
-// copy: it goes with the run directory, and a server never changes
-// another's.
-func writePythonHook(dir string, figures bool) (string, error) {
+// sitecustomize.py, with figures the figure hook, and with userSite the
+// marker that has the hook make pip's user site (see pipEnv). Each run
+// has its own copy: it goes with the run directory, and a server never
+// changes another's.
+func writePythonHook(dir string, figures, userSite bool) (string, error) {
 	hooks, err := makeHookDir(dir)
 	if err != nil {
 		return "", err
@@ -41,6 +46,11 @@ func writePythonHook(dir string, figures bool) (string, error) {
 			err = writeReadable(filepath.Join(hooks, filepath.Base(f)), data, 0o644)
 		}
 		if err != nil {
+			return "", fmt.Errorf("write the Python hook: %w", err)
+		}
+	}
+	if userSite {
+		if err := writeReadable(filepath.Join(hooks, userSiteMarker), nil, 0o644); err != nil {
 			return "", fmt.Errorf("write the Python hook: %w", err)
 		}
 	}

@@ -20,7 +20,7 @@ func TestFilesForTheSandboxIgnoreTheUmask(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	py, err := writePythonHook(filepath.Join(dir, "py"), true)
+	py, err := writePythonHook(filepath.Join(dir, "py"), true, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,9 +37,10 @@ func TestFilesForTheSandboxIgnoreTheUmask(t *testing.T) {
 		filepath.Join(py, "sitecustomize.py"): 0o644,
 		filepath.Join(py, "code_sandbox_mcp_figures.py"): 0o644,
 		filepath.Join(py, "code_sandbox_mcp_display.py"): 0o644,
-		node:                           0o755 | os.ModeDir,
-		filepath.Join(node, "warm.js"): 0o644,
-		filepath.Join(code, driverFiles["python"].file): 0o444,
+		filepath.Join(py, userSiteMarker):                0o644,
+		node:                                             0o755 | os.ModeDir,
+		filepath.Join(node, "warm.js"):                   0o644,
+		filepath.Join(code, driverFiles["python"].file):  0o444,
 	}
 	for path, mode := range want {
 		fi, err := os.Stat(path)

@@ -262,19 +262,19 @@ func (s *Sandbox) withNetwork(policy *sandboxoci.Policy) {
 	}
 }
 
-// pipEnv has pip install into the user site, under HOME (/tmp), the one
+// pipEnv lets pip install into the user site, under HOME (/tmp), the one
 // place a sandbox can write that is not the workspace, whose files are the
-// run's output. PEP 668 refuses a user install on Debian's Python unless
+// run's output. PEP 668 refuses any install into Debian's Python unless
 // PIP_BREAK_SYSTEM_PACKAGES is set; the system's packages are on the
-// read-only root, which nothing can change, so the flag only lets pip
-// write the user site. No cache (it would fill /tmp), and no check for a
-// newer pip (a connection the allow list may refuse). The start-up hook
-// makes the user site and puts it on sys.path when PIP_USER is set, so
-// that a package installed later is importable in the same interpreter
-// (see pyhooks/sitecustomize.py). The language's own variables replace
-// these.
+// read-only root, which nothing can change, so pip, finding it not
+// writable, installs into the user site ("Defaulting to user
+// installation"), and --target or --prefix work as ever. No cache (it
+// would fill /tmp), and no check for a newer pip (a connection the allow
+// list may refuse). The start-up hook makes the user site and puts it on
+// sys.path (userSiteMarker), so that a package installed later is
+// importable in the same interpreter. The language's own variables
+// replace these.
 var pipEnv = []string{
-	"PIP_USER=1",
 	"PIP_BREAK_SYSTEM_PACKAGES=1",
 	"PIP_NO_CACHE_DIR=1",
 	"PIP_DISABLE_PIP_VERSION_CHECK=1",

@@ -8,9 +8,10 @@
 # - display: it puts display() in builtins (unless there is one), a
 #   small function that imports code_sandbox_mcp_display.py, next to this
 #   file, only when it has something rich to show; see that file;
-# - pip's user site: with a network, the server sets PIP_USER (see
-#   pipEnv in network.go) and this file makes the user site, under HOME,
-#   and puts it on sys.path, as site does for one that already exists:
+# - pip's user site: with a network (see pipEnv in network.go), the
+#   server writes code_sandbox_mcp_user_site next to this file, and this
+#   file makes the user site, under HOME, where pip then installs, and
+#   puts it on sys.path, as site does for one that already exists:
 #   so that a package pip installs later is importable in the same
 #   interpreter (a directory missing from sys.path at start-up would be
 #   cached as such, and stay unimportable);
@@ -145,8 +146,8 @@ display._code_sandbox_mcp_rich = _rich  # the session driver's displayhook uses 
 
 
 def _user_site():
-    """Make pip's user site and put it on sys.path, where PIP_USER asks."""
-    if not os.environ.get("PIP_USER") or sys.flags.no_user_site:
+    """Make pip's user site and put it on sys.path, where the server asks."""
+    if sys.flags.no_user_site or not os.path.exists(os.path.join(_HERE, "code_sandbox_mcp_user_site")):
         return
     site = sys.modules.get("site")
     if site is None or not site.ENABLE_USER_SITE:
