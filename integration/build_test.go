@@ -72,10 +72,18 @@ func tinyWheel(t *testing.T) []byte {
 // and returns its URL.
 func pipIndex(t *testing.T) string {
 	t.Helper()
+	srv := httptest.NewServer(pipIndexHandler(t))
+	t.Cleanup(srv.Close)
+	return srv.URL + "/simple/"
+}
+
+// pipIndexHandler serves a PEP 503 simple index at /simple/ holding
+// tinypkg only, its wheel under /files/.
+func pipIndexHandler(t *testing.T) http.Handler {
 	wheel := tinyWheel(t)
 	sum := sha256.Sum256(wheel)
 	const file = "tinypkg-1.0-py3-none-any.whl"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/simple/tinypkg/":
 			fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%s\">%s</a></body></html>\n", file, hex.EncodeToString(sum[:]), file)
@@ -84,9 +92,7 @@ func pipIndex(t *testing.T) string {
 		default:
 			http.NotFound(w, r)
 		}
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL + "/simple/"
+	})
 }
 
 // imagesBuild runs images build against the test daemon with pip pointed

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/pem"
@@ -121,16 +120,10 @@ func newUpstream(t *testing.T) *upstream {
 			}
 		}
 	})
-	// A PEP 503 index holding tinypkg alone, for pip install.
-	wheel := tinyWheel(t)
-	sum := sha256.Sum256(wheel)
-	const wheelName = "tinypkg-1.0-py3-none-any.whl"
-	mux.HandleFunc("/simple/tinypkg/", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "<!DOCTYPE html><html><body><a href=\"/files/%s#sha256=%x\">%s</a></body></html>\n", wheelName, sum, wheelName)
-	})
-	mux.HandleFunc("/files/"+wheelName, func(w http.ResponseWriter, r *http.Request) {
-		w.Write(wheel)
-	})
+	// A package index holding tinypkg alone, for pip install.
+	index := pipIndexHandler(t)
+	mux.Handle("/simple/", index)
+	mux.Handle("/files/", index)
 	mux.HandleFunc("/hold", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-u.release:
