@@ -313,7 +313,7 @@ func wantGone(t *testing.T, stdout []byte, marker string) {
 // that run as uid (zombies included) or run sleep marker.
 func leftProcesses(uid uint32, marker string) []string {
 	var out []string
-	for _, p := range procTable() {
+	for _, p := range procTable(func(u uint32, name string) bool { return u == uid || name == "sleep" }) {
 		if p.uid == uid || p.cmdline == "sleep\x00"+marker+"\x00" {
 			out = append(out, fmt.Sprintf("%d: %q", p.pid, p.cmdline))
 		}
@@ -328,9 +328,13 @@ type hostProcess struct {
 	cmdline string // NUL-separated, as /proc has it; empty for a zombie
 }
 
-// procTable lists the host's processes, those that ended while it
-// read /proc left out.
-func procTable() []hostProcess {
+// procTable lists the host's processes that want accepts, by real uid
+// and name (status's Name: line), those that ended while it read /proc
+// left out. It reads the command line of those alone: reading another
+// process's memory waits for that process's memory map lock, which a
+// program thrashing at its cgroup's memory limit, in the other
+// daemon's run, can hold for seconds.
+func procTable(want func(uid uint32, name string) bool) []hostProcess {
 	var out []hostProcess
 	ents, _ := os.ReadDir("/proc")
 	for _, ent := range ents {
@@ -342,13 +346,14 @@ func procTable() []hostProcess {
 		if err != nil {
 			continue
 		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(string(status), "Name:\t"), "\n")
 		_, rest, ok := strings.Cut(string(status), "\nUid:\t")
 		if !ok {
 			continue
 		}
 		real, _, _ := strings.Cut(rest, "\t")
 		uid, err := strconv.ParseUint(real, 10, 32)
-		if err != nil {
+		if err != nil || !want(uint32(uid), name) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
@@ -529,11 +534,13 @@ func openSession(t *testing.T, e *exec.Executor, lang string) exec.SessionInfo {
 // the program has ended and nothing but the init is left in the sandbox,
 // with the program's output whole, even while the init cannot run. The
 // test stops the init (SIGSTOP from the host) once the program has
-// started; the program then prints and exits 3. Were the result the
-// init's exit, as it was under tini (which also keeps the output's pipes
-// open), the run would end only at its timeout. Without pools
-// (SANDBOX_TEST_NO_POOLS, make test-cgroupv2's VM) only the sandboxes made
-// on demand run: the path is the same, the cgroup's listing v2's.
+// printed its uid; the program waits until its pid 1 is stopped (state
+// T), however long the host takes to find it, then prints and exits 3.
+// Were the result the init's exit, as it was under tini (which also
+// keeps the output's pipes open), the run would end only at its
+// timeout. Without pools (SANDBOX_TEST_NO_POOLS, make test-cgroupv2's
+// VM) only the sandboxes made on demand run: the path is the same, the
+// cgroup's listing v2's.
 func TestInitStoppedDoesNotHoldTheResult(t *testing.T) {
 	langs := initLanguages()
 	if testNoPools {
@@ -541,8 +548,15 @@ func TestInitStoppedDoesNotHoldTheResult(t *testing.T) {
 	}
 	e := newExecutor(t, func(c *exec.Config) { c.Languages = langs })
 	programs := []struct{ lang, code string }{
-		{"python", "import os, sys, time\nprint(os.getuid(), flush=True)\ntime.sleep(2)\nprint('done')\nsys.exit(3)\n"},
-		{"javascript", "console.log(process.getuid())\nsetTimeout(() => { console.log('done'); process.exit(3) }, 2000)\n"},
+		{"python", "import os, sys, time\nprint(os.getuid(), flush=True)\n" +
+			"def stopped():\n    return open('/proc/1/stat').read().rsplit(')', 1)[1].split()[0] == 'T'\n" +
+			"end = time.monotonic() + 20\nwhile not stopped() and time.monotonic() < end:\n    time.sleep(0.02)\n" +
+			"print('done' if stopped() else 'the init was not stopped within 20 s')\nsys.exit(3)\n"},
+		{"javascript", "console.log(process.getuid())\nconst fs = require('fs')\n" +
+			"const stopped = () => fs.readFileSync('/proc/1/stat', 'utf8').split(') ').pop().split(' ')[0] === 'T'\n" +
+			"const end = Date.now() + 20000\n" +
+			"const poll = () => {\n  if (!stopped() && Date.now() < end) return setTimeout(poll, 20)\n" +
+			"  console.log(stopped() ? 'done' : 'the init was not stopped within 20 s')\n  process.exit(3)\n}\npoll()\n"},
 	}
 	for _, p := range programs {
 		for _, k := range initKinds {
@@ -601,7 +615,7 @@ func TestInitStoppedDoesNotHoldTheResult(t *testing.T) {
 
 // initOf is the host pid of the sandbox init that runs as uid, or 0.
 func initOf(uid uint32) int {
-	for _, p := range procTable() {
+	for _, p := range procTable(func(u uint32, _ string) bool { return u == uid }) {
 		if p.uid == uid && strings.HasPrefix(p.cmdline, sandboxoci.InitPath+"\x00") {
 			return p.pid
 		}
