@@ -114,10 +114,16 @@ func runMain(m *testing.M) int {
 	}
 
 	h := &harness{cfg: cfg}
+	hadNetnsMount := slices.Contains(mountsUnder(netnsDir), netnsDir)
 	var once sync.Once
 	teardown := func() error {
 		var err error
-		once.Do(func() { err = h.teardown() })
+		once.Do(func() {
+			err = h.teardown()
+			if !hadNetnsMount {
+				releaseNetnsDir()
+			}
+		})
 		return err
 	}
 	// An interrupted run still cleans up. A test's panic or go test's
@@ -153,6 +159,32 @@ func runMain(m *testing.M) int {
 	}
 	signal.Stop(sigs)
 	return code
+}
+
+// netnsDir is where ip netns add keeps its namespaces. The first add
+// on a host makes the directory a mount of its own (bound onto itself,
+// to share its mounts), which ip netns del leaves.
+const netnsDir = "/run/netns"
+
+// releaseNetnsDir unmounts netnsDir, for a run that found it no mount
+// and whose network tests (ip netns add) made it one, once it holds no
+// namespace: while the other daemon's run, alongside, still holds one,
+// it is left for that run's end, which finds it bound too and tries
+// again. A namespace added meanwhile keeps working: its bind mount
+// stays, on the directory beneath.
+func releaseNetnsDir() {
+	for range 4 {
+		mounts := mountsUnder(netnsDir)
+		if len(mounts) == 0 || slices.ContainsFunc(mounts, func(m string) bool { return m != netnsDir }) {
+			return
+		}
+		if err := syscall.Unmount(netnsDir, 0); err != nil {
+			if !errors.Is(err, syscall.EBUSY) {
+				fmt.Fprintf(os.Stderr, "integration: unmount %s, which ip netns add bound onto itself: %v\n", netnsDir, err)
+			}
+			return
+		}
+	}
 }
 
 // skipError is a missing piece that makes an optional run skip.
