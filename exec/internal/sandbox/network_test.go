@@ -99,7 +99,7 @@ func TestSandboxNetwork(t *testing.T) {
 	if slices.Contains(p.Env, "HTTP_PROXY=http://elsewhere:1") {
 		t.Errorf("env %v keeps the image's HTTP_PROXY", p.Env)
 	}
-	// pip installs into the user site, unless the language says otherwise.
+	// pipEnv is set, and the language's own PIP_NO_CACHE_DIR=0 replaces pipEnv's.
 	for _, kv := range []string{"PIP_BREAK_SYSTEM_PACKAGES=1", "PIP_DISABLE_PIP_VERSION_CHECK=1", "PIP_NO_CACHE_DIR=0"} {
 		if !slices.Contains(p.Env, kv) {
 			t.Errorf("env %v lacks %s", p.Env, kv)
