@@ -253,6 +253,8 @@ type harness struct {
 	// root is the daemon's root when it is not dir/root: the shared
 	// daemon's under SANDBOX_CONTAINERD_ROOT, kept with its images.
 	root string
+	// stopProfile ends recordCreates, under SANDBOX_PROFILE_EVENTS.
+	stopProfile context.CancelFunc
 }
 
 func (h *harness) logPath() string { return filepath.Join(h.dir, "containerd.log") }
@@ -312,6 +314,13 @@ func (h *harness) start() error {
 			fmt.Fprintf(os.Stderr, "integration: deleted %d containers a killed run left in %s\n", len(h.ids), h.root)
 			removeCgroups(h.namespace, deleteRuncState(h.dir, h.namespace, h.ids))
 			h.ids = nil
+		}
+	}
+	if path := os.Getenv("SANDBOX_PROFILE_EVENTS"); path != "" {
+		var pctx context.Context
+		pctx, h.stopProfile = context.WithCancel(namespaces.WithNamespace(context.Background(), testNamespace))
+		if err := recordCreates(pctx, testClient, path); err != nil {
+			return fmt.Errorf("SANDBOX_PROFILE_EVENTS: %w", err)
 		}
 	}
 	return ensureImages(ctx, h)
@@ -489,6 +498,9 @@ func (h *harness) dumpLog() {
 // It goes on after an error and returns them all.
 func (h *harness) teardown() error {
 	var errs []error
+	if h.stopProfile != nil {
+		h.stopProfile()
+	}
 	if h.client != nil {
 		errs = append(errs, h.deleteContainers())
 		h.client.Close()
@@ -883,6 +895,7 @@ func removeScopes(namespace string, ids []string) error {
 // assertNoLeftovers sees every kind of leftover and passes once they are
 // gone.
 func TestHarnessDaemon(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	ctx := testContext(t)
 	if _, err := testClient.Version(ctx); err != nil {
 		t.Fatalf("version: got %v; want the daemon to answer", err)
