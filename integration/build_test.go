@@ -119,6 +119,7 @@ func imagesBuildEnv(t *testing.T, env []string, args ...string) (string, string,
 }
 
 func TestImagesBuildPip(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	index := pipIndex(t)
 	ctx := testContext(t)
 	tag := "localhost/code-sandbox-mcp/python-custom:" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
@@ -285,6 +286,7 @@ func TestImagesBuildNpm(t *testing.T) {
 // once built, with no restart, the call imports the package and the tool's
 // description names it. A second build is a no-op.
 func TestImagesBuildConfigured(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	index := pipIndex(t)
 	ctx := testContext(t)
 	const table = "[languages.python]\npackages = { pip = [\"TinyPkg\"] }\npool = 0\n"

@@ -44,7 +44,6 @@ var conformanceMustPass = []string{"dns-rebinding-protection", "logging-set-leve
 // suite and the server run in a network namespace of their own that has
 // loopback alone, so that nothing the suite does can reach further.
 func TestConformance(t *testing.T) {
-	serverOnly(t, "2.x")
 	node, modules := nodeTools(t)
 	expected := readConformanceExpected(t)
 

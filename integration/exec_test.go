@@ -96,6 +96,7 @@ func program(lang, python, javascript string) string {
 }
 
 func TestStreamsAndExitCodes(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, nil)
 	both(t, func(t *testing.T, lang string) {
 		tests := []struct {
@@ -236,6 +237,7 @@ func hostProcesses(marker string) []int {
 }
 
 func TestTimeoutKillsTheWholeProcessTree(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, nil)
 	both(t, func(t *testing.T, lang string) {
 		// Of this run alone: another run's test may be at the same point.
@@ -299,6 +301,7 @@ for (;;) {}
 }
 
 func TestOOMIsReported(t *testing.T) {
+	onBothDaemons(t, daemonEvents)
 	e := newExecutor(t, func(c *exec.Config) {
 		for i := range c.Languages {
 			c.Languages[i].Limits.MemoryBytes = 128 << 20
@@ -326,6 +329,7 @@ for (;;) chunks.push(Buffer.alloc(16 << 20, 1));
 }
 
 func TestOutputIsTruncatedAndMemoryBounded(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, nil)
 	const max = 64 << 10
 	both(t, func(t *testing.T, lang string) {
@@ -416,6 +420,7 @@ func TestEnvironmentIsOnlyWhatIsAllowed(t *testing.T) {
 }
 
 func TestCancelKillsAndCleansUp(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	both(t, func(t *testing.T, lang string) {
 		e := newExecutor(t, nil)
 		ctx, cancel := context.WithCancel(testContext(t))
@@ -458,6 +463,7 @@ func TestCancelKillsAndCleansUp(t *testing.T) {
 }
 
 func TestSandboxErrorsAreActionableAndLeaveNothing(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	langs := testLanguages()
 	missing := langs[0]
 	missing.Name = "missing"
@@ -547,6 +553,7 @@ func TestConcurrencyIsBoundedAndTheQueueHonoursCancellation(t *testing.T) {
 }
 
 func TestLiveServersLeaveEachOthersRunsAlone(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	a := newExecutor(t, nil)
 	b := newExecutor(t, nil)
 	ctx := testContext(t)
@@ -576,6 +583,7 @@ func TestLiveServersLeaveEachOthersRunsAlone(t *testing.T) {
 }
 
 func TestOrphansOfAKilledServerAreSweptAtTheNextStart(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	stateDir := newStateDir(t)
 	// A range of three uids, apart from testUIDs: the crashing server's
 	// two sandboxes hold two of them.
@@ -777,6 +785,7 @@ func startLeftShim(t *testing.T, id string) <-chan error {
 }
 
 func TestPoolSandboxesAreFreshAndRefilled(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	const size = 2
 	e := newExecutor(t, func(c *exec.Config) {
 		for i := range c.Languages {
@@ -924,6 +933,7 @@ func TestLiveSandboxesNeverShareAUid(t *testing.T) {
 // from 5.10 on; before, the overlay is mounted as containerd gives it.
 // Newer kernels show it as fsync=volatile.
 func TestRootFileSystemIsAVolatileOverlay(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		t.Fatal(err)
@@ -964,6 +974,7 @@ for (const line of require('fs').readFileSync('/proc/self/mountinfo', 'utf8').tr
 // alike: a wrapper of the real one, given by its absolute path, logs each
 // command the shim runs it for, and the run still works through it.
 func TestRuntimeBinaryReachesTheShim(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	real := "runc"
 	if testRuntimeBinary != "" {
 		real = testRuntimeBinary

@@ -543,6 +543,7 @@ func saysRetry(text string) bool {
 // deletes that failed meanwhile are retried, so nothing is left at the
 // server's exit.
 func TestFaultDaemonKilledMidCallAndRestarted(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)
@@ -614,6 +615,7 @@ func TestFaultDaemonKilledMidCallAndRestarted(t *testing.T) {
 // answer within its timeout plus 10 s, and the second is never reported
 // as timed out. After SIGCONT nothing is left at the server's exit.
 func TestFaultDaemonStoppedDuringCall(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)
@@ -687,6 +689,7 @@ var claimsRemoved = regexp.MustCompile(`\b(was|were|has been|have been) (removed
 // not; once containerd continues, a new server on the same state directory
 // and namespace sweeps what was left.
 func TestFaultDaemonStoppedDuringShutdown(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)
@@ -753,6 +756,7 @@ func sweptByNewServer(t *testing.T, d *privateDaemon, stateDir string) {
 // containerd's records of them are left; once containerd continues, a new
 // server sweeps those.
 func TestFaultDaemonStoppedSandboxesDieWithTheServer(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)
@@ -799,6 +803,7 @@ func holdSessionCell(t *testing.T, s *faultServer) {
 // containerd did not answer. Once containerd continues, nothing is left at
 // the server's exit.
 func TestFaultDaemonStoppedColdCallEndsAtItsTimeout(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir, "\n[languages.python]\npool = 0\n")
@@ -830,6 +835,7 @@ func TestFaultDaemonStoppedColdCallEndsAtItsTimeout(t *testing.T) {
 // actionable error result at once, and calls work once containerd is up,
 // without a restart of the server.
 func TestFaultServerStartedWithDaemonDown(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	d.Kill(t)
 	stateDir := newStateDir(t)
@@ -963,6 +969,7 @@ func TestFaultStateDirFull(t *testing.T) {
 // server on the same state directory and namespace sweeps the orphans at
 // start-up, the running program included.
 func TestFaultServerKilledMidCallThenNewServer(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)

@@ -19,7 +19,6 @@ import (
 )
 
 func TestHTTPLargeBodiesShareABudget(t *testing.T) {
-	serverOnly(t, "2.x")
 	path, tokens := tokenFile(t, "alice", "bob")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, concurrency: 4,
 		config: "[http]\nmax_request_bytes = \"1MiB\"\nread_timeout = \"6s\"\n" + noPools})

@@ -186,7 +186,6 @@ func writeCut(t *testing.T, s *httpServer, before int, want string) {
 }
 
 func TestHTTPConnectionTimeouts(t *testing.T) {
-	serverOnly(t, "2.x")
 	// Without pools, sandboxes live only while they run, so that the
 	// server's goroutines and files are the same before and after.
 	s := startHTTP(t, serverSpec{config: connTimeouts + connBigOutput + noPools})
@@ -492,7 +491,6 @@ func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 // Over HTTP/2 (TLS), a quiet call's stream stays up and a client that
 // does not read its answer is cut within about write_timeout.
 func TestHTTPConnectionTimeoutsOverHTTP2(t *testing.T) {
-	serverOnly(t, "2.x")
 	ca := newTestCA(t)
 	s := startHTTPWith(t, serverSpec{config: connTimeouts + connBigOutput}, httpOptions{tls: ca})
 	h2 := &http.Client{Transport: &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: ca.pool, MinVersion: tls.VersionTLS12}}}
@@ -525,7 +523,6 @@ func TestHTTPConnectionTimeoutsOverHTTP2(t *testing.T) {
 }
 
 func TestHTTPConnectionCaps(t *testing.T) {
-	serverOnly(t, "2.x")
 	s := startHTTP(t, serverSpec{args: []string{"--metrics-addr", "127.0.0.1:0"},
 		config: "[http]\nmax_connections_per_client = 4\nmax_connections = 8\n"})
 	metrics := "http://" + metricsListen(t, s.stderr) + "/metrics"

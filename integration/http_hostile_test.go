@@ -69,7 +69,6 @@ func (s *httpServer) postMCP(t *testing.T, token, id string, body io.Reader, len
 const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"hostile","version":"1"}}}`
 
 func TestHTTPBodyOverTheLimit(t *testing.T) {
-	serverOnly(t, "2.x")
 	path, tokens := tokenFile(t, "alice")
 	// files_in_bytes is 1 MiB, not the default 10 MiB, so that the
 	// largest call the limits allow is quick to decode under the race
@@ -129,7 +128,6 @@ func TestHTTPBodyOverTheLimit(t *testing.T) {
 // no more sessions than our table does (mcpSessionsPerPrincipal, 256),
 // so the heap stays within 8 MiB of where it started.
 func TestHTTPInitializesHoldBoundedHeap(t *testing.T) {
-	serverOnly(t, "2.x")
 	path, tokens := tokenFile(t, "alice")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, env: []string{lowGOGC},
 		config: "[http]\nrate_limit = 1000000\nrate_burst = 100000\n" + noPools})
@@ -152,7 +150,6 @@ func TestHTTPInitializesHoldBoundedHeap(t *testing.T) {
 // An initialize past the client's burst is refused with 429, before
 // mcp-go makes a session of it, and says which limit and when to retry.
 func TestHTTPInitializeRateLimited(t *testing.T) {
-	serverOnly(t, "2.x")
 	path, tokens := tokenFile(t, "alice")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, config: "[http]\nrate_limit = 60\nrate_burst = 3\n" + noPools})
 	token := tokens["alice"]
@@ -175,7 +172,6 @@ func TestHTTPInitializeRateLimited(t *testing.T) {
 // endpoint but /healthz: /mcp, /metrics beside it, and /metrics on a
 // listener of its own.
 func TestHTTPHostChecked(t *testing.T) {
-	serverOnly(t, "2.x")
 	get := func(t *testing.T, url, host string) int {
 		t.Helper()
 		req, err := http.NewRequestWithContext(testContext(t), "GET", url, nil)

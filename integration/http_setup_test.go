@@ -46,7 +46,6 @@ func setUpCommands(t *testing.T, path string) []string {
 // for the certificate, then the server, on loopback rather than
 // 0.0.0.0:8443, and an authenticated client over TLS (issue 29, item 2).
 func TestHTTPSetUpAsDocumented(t *testing.T) {
-	serverOnly(t, "1.6")
 	if _, err := osexec.LookPath("openssl"); err != nil {
 		t.Fatalf("the documented certificate is made with openssl: %v", err)
 	}

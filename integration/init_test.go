@@ -242,6 +242,7 @@ up(1, () => console.log(process.getuid()))`},
 // nothing of the sandbox is left (no process of its uid, no sleep of
 // its; newExecutor checks containerd and the host as the test ends).
 func TestInitDaemonKilledAtTheEnd(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, func(c *exec.Config) { c.Languages = initLanguages() })
 	for _, p := range daemons {
 		t.Run(p.lang, func(t *testing.T) {
@@ -279,6 +280,7 @@ cp.spawn("sleep", ["MARKER"], {detached: true, stdio: "inherit"}).unref()
 // sandbox, in both languages: the run is reported timed out and killed
 // (SIGKILL, 137) as before the init, and no process of it is left.
 func TestInitTimeoutKillsTheTree(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, func(c *exec.Config) { c.Languages = initLanguages() })
 	for _, p := range trees {
 		t.Run(p.lang, func(t *testing.T) {
@@ -432,6 +434,7 @@ while (true) {}`},
 // closed, or when a cell that ignores its interrupt ends it, in both
 // languages, and nothing of the sandbox is left.
 func TestInitSessionEndKillsTheTree(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
 	deaf := map[string]string{
 		"python":     "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass",
@@ -542,6 +545,7 @@ func openSession(t *testing.T, e *exec.Executor, lang string) exec.SessionInfo {
 // VM) only the sandboxes made on demand run: the path is the same, the
 // cgroup's listing v2's.
 func TestInitStoppedDoesNotHoldTheResult(t *testing.T) {
+	onBothDaemons(t, daemonEvents)
 	langs := initLanguages()
 	if testNoPools {
 		langs = slices.DeleteFunc(langs, func(l config.Language) bool { return l.Pool != 0 })

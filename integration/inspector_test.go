@@ -21,7 +21,6 @@ import (
 // server of its own, which must run the tool and leave nothing behind
 // once the Inspector has gone.
 func TestInspectorCLI(t *testing.T) {
-	serverOnly(t, "2.x")
 	node, modules := nodeTools(t)
 	inspector := filepath.Join(modules, "@modelcontextprotocol", "inspector", "clients", "launcher", "build", "index.js")
 	call := []string{"--method", "tools/call", "--tool-name", "run_python_code", "--tool-arg", "code=print(6*7)"}

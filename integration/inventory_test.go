@@ -157,6 +157,7 @@ func TestMCPDescriptionsFollowTheConfiguredImage(t *testing.T) {
 // nothing can be installed, the server says why in its log, and the
 // read's view and mount are gone (startMCP's leftover check).
 func TestMCPDescriptionsOfAnImageThatCannotBeRead(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	const ref = "localhost/code-sandbox-mcp/python:inventory-broken"
 	addLayer(t, pythonImage, ref, map[string]string{"etc/code-sandbox-mcp/packages.json": "{"})
 	// No pools (see noPools): the test reads descriptions and ends; a pool

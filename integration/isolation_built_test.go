@@ -21,7 +21,6 @@ import (
 // It runs in the run against containerd 1.6 alone: the image and the
 // spec do not depend on the daemon's version.
 func TestIsolationBuiltImage(t *testing.T) {
-	serverOnly(t, "1.6")
 	index := pipIndex(t)
 	tag := "localhost/code-sandbox-mcp/python-custom:isolation"
 	t.Cleanup(func() {

@@ -88,7 +88,6 @@ func runInSession(t *testing.T, c *client.Client, id, code string) toolResult {
 // the fix it kept each file's buffer of its size at open, uncounted:
 // 320 MiB).
 func TestMemoryTruncatedOutputsHoldOnlyWhatWasRead(t *testing.T) {
-	serverOnly(t, "1.6")
 	const (
 		cells    = 16
 		fileSize = 20 << 20
@@ -144,7 +143,6 @@ func TestMemoryTruncatedOutputsHoldOnlyWhatWasRead(t *testing.T) {
 // the heap grows by at most the file's size and 8 MiB (before the fix
 // the buffer was regrown to double as it was read: about 60 MiB).
 func TestMemoryKeptOutputCostsItsSizeOnce(t *testing.T) {
-	serverOnly(t, "1.6")
 	const (
 		fileSize = 30 << 20
 		slack    = 8 << 20

@@ -496,6 +496,7 @@ func randomHex(t *testing.T) string {
 // namespaces mounted in its state directory; the next server's sweep
 // unmounts them with the rest, and nothing is left.
 func TestFaultServerKilledWithNetworkSandboxes(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	// No traffic: nothing connects.

@@ -48,6 +48,7 @@ func hostCPUWeight(t *testing.T, pid uint32) string {
 // program taken from the pool runs at the default weight, the one a
 // sandbox made for the call has.
 func TestPoolReadySandboxesYieldTheCPU(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	// Under emulation (make test-cgroupv2 keeps no pools), the ready
 	// sandboxes wait in the stub, not warm: a warm refill there takes
 	// seconds of CPU. Both are made by the same pool code.

@@ -112,6 +112,7 @@ func loadArchive(t *testing.T, archive []byte, name, tag string) *registry {
 }
 
 func TestMissingImageIsPulledFromALoopbackRegistry(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	// The image: one static binary, packed by our own packer.
 	rootfs := staticRootfs(t, map[string]string{"hello": "hello"})
 

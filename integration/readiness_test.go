@@ -38,6 +38,7 @@ func staticLanguage(name, ref string, pool int) config.Language {
 // pool once the image is imported: the first run that finds the image
 // ready starts it (defect 2).
 func TestPoolStartsOnceAMissingImageIsImported(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	const ref = "localhost/code-sandbox-mcp-test/late:1"
 	e := startExecutor(t, func(c *exec.Config) {
 		c.Languages = []config.Language{staticLanguage("late", ref, 1)}
@@ -61,6 +62,7 @@ func TestPoolStartsOnceAMissingImageIsImported(t *testing.T) {
 // is not used: runs get the new image (the readiness's cache follows
 // containerd's store).
 func TestImageImportedAgainIsUsedAtOnce(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	const ref = "localhost/code-sandbox-mcp-test/again:1"
 	staticImage(t, ref, map[string]string{"hello": "hello", "bin/sh": "stubsh"})
 	e := newExecutor(t, func(c *exec.Config) { c.Languages = []config.Language{staticLanguage("again", ref, 1)} })
@@ -194,6 +196,7 @@ func importStatic(t *testing.T, ctx context.Context, ref string, files map[strin
 // A program's own exit status of 129 to 192 is its exit status, not a
 // signal; a real signal is still named (defect 10).
 func TestExitStatusAbove128IsNotASignal(t *testing.T) {
+	onBothDaemons(t, daemonEvents)
 	e := newExecutor(t, nil)
 	ctx := testContext(t)
 	for _, tt := range []struct {
@@ -262,6 +265,7 @@ func serveRegistry(t *testing.T, h http.Handler) string {
 // for it gives up when its caller does (defect 3). Before the fix one
 // executor-wide lock was held through the pull, on a detached context.
 func TestAHangingPullBlocksNoOtherLanguage(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	reg := &hangingRegistry{release: make(chan struct{})}
 	ref := serveRegistry(t, reg) + "/hangs:1"
 	e := startExecutor(t, func(c *exec.Config) {
@@ -294,6 +298,7 @@ func TestAHangingPullBlocksNoOtherLanguage(t *testing.T) {
 // reported as a missing image, and is remembered: the next call gets its
 // error without asking the registry again (defects 3 and 9).
 func TestAFailedPullIsRememberedAndSaysWhy(t *testing.T) {
+	onBothDaemons(t, daemonImages)
 	reg := &hangingRegistry{fail: true}
 	ref := serveRegistry(t, reg) + "/broken:1"
 	e := startExecutor(t, func(c *exec.Config) {
@@ -318,6 +323,7 @@ func TestAFailedPullIsRememberedAndSaysWhy(t *testing.T) {
 // its calls, and so does Close once the daemon is back (defect 8).
 // Before the fix the kill waited on a context without a deadline.
 func TestCancelWhileContainerdHangsIsBounded(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	e := newExecutor(t, nil)
 	ctx, cancel := context.WithTimeout(testContext(t), time.Minute)
 	done := make(chan error, 1)

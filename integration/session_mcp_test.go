@@ -218,6 +218,7 @@ func sessionsEnd(t *testing.T, s *mcpServer, py, js createdSession) {
 // directory and namespace sweeps the session's container, its driver's
 // process and its workspace, as it does any orphan.
 func TestFaultServerKilledWithASessionThenNewServer(t *testing.T) {
+	onBothDaemons(t, daemonLifecycle)
 	d := newPrivateDaemon(t)
 	stateDir := newStateDir(t)
 	s := startFaultServer(t, d, stateDir)

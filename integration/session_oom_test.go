@@ -74,6 +74,7 @@ print(hog.stdout.readline().strip())
 // state remain; the cell after it says nothing of it; and a later exit of
 // the interpreter is told as the exit it is, not as that old OOM kill.
 func TestSessionOOMKillBetweenCellsIsReported(t *testing.T) {
+	onBothDaemons(t, daemonEvents)
 	_, created, run := oomSession(t)
 	marker := "oom-hog-" + created.SessionID
 	if r := run("v = 42\n" + fmt.Sprintf(hogCode, marker)); r.isError || r.out.Stdout != "waiting\n" {
@@ -109,6 +110,7 @@ func TestSessionOOMKillBetweenCellsIsReported(t *testing.T) {
 // call on it says that it ended because the interpreter ran out of
 // memory.
 func TestSessionInterpreterOOMKilledBetweenCellsEndsIt(t *testing.T) {
+	onBothDaemons(t, daemonEvents)
 	s, created, run := oomSession(t)
 	ctx := testContext(t)
 	// The thread allocates once the gate process ends, which the test

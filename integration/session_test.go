@@ -65,6 +65,7 @@ func wantOut(t *testing.T, res *exec.Result, want string) {
 // call are there in the next; a cell ending with an expression shows its
 // repr; cells are counted; a traceback names its cell.
 func TestSessionPythonStatePersists(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
 	s := newSession(t, e, "python")
 	if s.Language != "python" || !strings.HasPrefix(s.ID, "session-") || s.ExpiresAt.IsZero() {
@@ -306,6 +307,7 @@ func waitingForTurn(caller string) int {
 // A cell that runs past its timeout is interrupted and the session keeps
 // its state; one that ignores the interrupt ends the session.
 func TestSessionTimeoutInterrupts(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
 	both(t, func(t *testing.T, lang string) {
 		s := newSession(t, e, lang)
@@ -343,6 +345,7 @@ while True: pass`
 
 // An interpreter killed for its memory ends its session, and says so.
 func TestSessionOOMEndsIt(t *testing.T) {
+	onBothDaemons(t, daemonEvents)
 	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
 	s := newSession(t, e, "python")
 	res, err := cellErr(testContext(t), e, "python", s.ID, "b = []\nwhile True: b.append(bytearray(16 << 20))", 0)
@@ -361,6 +364,7 @@ func TestSessionOOMEndsIt(t *testing.T) {
 // not, in Python, as in a notebook; process.exit does, in Node.js, as in
 // its REPL.
 func TestSessionExitAndCrash(t *testing.T) {
+	onBothDaemons(t, daemonEvents)
 	e := newExecutor(t, sessionConfig(4, time.Minute, time.Hour))
 	s := newSession(t, e, "python")
 	cell(t, e, "python", s.ID, "v = 1")

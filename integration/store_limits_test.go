@@ -66,7 +66,6 @@ func settledHeap(t *testing.T, s *httpServer) int64 {
 // and the early runs' files must be gone (their URIs read as expired)
 // while the last run's read.
 func TestStoreCountsNames(t *testing.T) {
-	serverOnly(t, "1.6")
 	const (
 		retention = 1 << 20
 		runs      = 24
@@ -133,7 +132,6 @@ func TestStoreCountsNames(t *testing.T) {
 // alice's; bob's run over his share (though under the cap) is not kept,
 // and its result says so; the environments resource gives the share.
 func TestStoreSharesPerClient(t *testing.T) {
-	serverOnly(t, "1.6")
 	path, tokens := tokenFile(t, "alice", "bob")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, sandbox: "file_retention_bytes = \"1MiB\"\n", config: noPools})
 	alice, bob := s.connect(t, tokens["alice"]), s.connect(t, tokens["bob"])
@@ -200,7 +198,6 @@ var timestamp = regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d`)
 // create_session is refused with a text that names max_sessions and
 // tells him nothing of alice's session: no expiry, no count.
 func TestStoreSessionRefusalTellsOnlyYours(t *testing.T) {
-	serverOnly(t, "1.6")
 	path, tokens := tokenFile(t, "alice", "bob")
 	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, config: "[sessions]\nmax_sessions = 1\n" + noPools})
 	alice, bob := s.connect(t, tokens["alice"]), s.connect(t, tokens["bob"])

@@ -157,7 +157,6 @@ func TestStreamTicks(t *testing.T) {
 		}
 	})
 	t.Run("http javascript", func(t *testing.T) {
-		serverOnly(t, "2.x")
 		s := startMCPHTTP(t, serverSpec{})
 		r := recordNotes(s.c)
 		began := time.Now()
@@ -172,7 +171,6 @@ func TestStreamTicks(t *testing.T) {
 // A run in a sandbox made on demand (no pool: started by containerd's
 // Start, no warm driver) streams as a warm one does.
 func TestStreamColdRun(t *testing.T) {
-	serverOnly(t, "2.x")
 	s := startMCP(t, serverSpec{config: "[languages.python]\npool = 0\n"})
 	r := recordNotes(s.c)
 	began := time.Now()
@@ -192,7 +190,6 @@ func TestStreamColdRun(t *testing.T) {
 
 // A session's cell streams its output as a one-shot run does.
 func TestStreamSessionCell(t *testing.T) {
-	serverOnly(t, "1.6")
 	s := startMCP(t, serverSpec{})
 	ctx := testContext(t)
 	var py createdSession
@@ -222,7 +219,6 @@ func TestStreamSessionCell(t *testing.T) {
 // number of notifications, and the server's memory stays bounded; the
 // result is bounded as ever.
 func TestStreamFloodIsBounded(t *testing.T) {
-	serverOnly(t, "2.x")
 	path, tokens := tokenFile(t, "flood")
 	h := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}})
 	c := h.connect(t, tokens["flood"])
@@ -319,7 +315,6 @@ const streamSecret = "value-of-secret-5678"
 // a pass-through value the program prints, whole, split across writes or
 // on stderr, is in no notification, while the result has it.
 func TestStreamLogLevelAndRedaction(t *testing.T) {
-	serverOnly(t, "1.6")
 	s := startMCP(t, serverSpec{
 		args: []string{"--pass-through-env", "SECRET_TOKEN"},
 		env:  []string{"SECRET_TOKEN=" + streamSecret},
@@ -515,7 +510,6 @@ func checkTSPostStream(t *testing.T, r tsResult) {
 // and streamable HTTP; with a log level of info it gets log messages too,
 // and no notification carries the pass-through value.
 func TestStreamTypeScriptClient(t *testing.T) {
-	serverOnly(t, "1.6")
 	call := map[string]any{"name": "run_python_code", "arguments": code(pythonTicks), "timeoutMs": 4000}
 	t.Run("stdio", func(t *testing.T) {
 		cmd, stateDir := serverCommand(t, serverSpec{})

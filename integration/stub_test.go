@@ -72,6 +72,7 @@ func staticRootfs(t *testing.T, files map[string]string) *bytes.Buffer {
 // every run gives the right result on the way, and each takes the
 // sandbox the pool held for it.
 func TestPoolFallsBackWhenTheStubCannotWait(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
 	for _, tt := range []struct {
 		name  string
 		files map[string]string
