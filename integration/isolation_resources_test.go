@@ -163,8 +163,9 @@ new Promise(() => setInterval(() => {}, 1000));
 			// Each worker is an isolate: on one CPU, some 20 take 1 s,
 			// more if another suite runs. 8 s was once not enough for a
 			// session's bomb, in a make test whose host ran other work
-			// too (2026-12-05).
-			timeout: 12,
+			// too (2026-12-05), and 12 s once not enough with three
+			// lanes of make test on 2 cores (2026-12-06).
+			timeout: 20,
 		},
 	}
 	eachMode(t, func(t *testing.T, m mode) {
