@@ -443,8 +443,8 @@ echo "$net; interfaces: $ifaces" > /etc/tinydeb-configured
 }
 
 // buildTmp is the TMPDIR of this run's images builds: under the harness's
-// directory, so that the run against the other daemon, at the same time
-// in make test, has its own.
+// directory, so that the other lanes of make test, at the same time, have
+// their own.
 func buildTmp() string { return filepath.Join(testDir, "buildtmp") }
 
 // buildMounts are the mounts of this run's images builds left on the host.

@@ -18,8 +18,8 @@ import (
 // the server's, not the image's. Each case runs once, one-shot, over
 // stdio (the other modes differ in the server, not the image); every
 // server the cases start runs python in the built image (builtPythonImage).
-// It runs in the run against containerd 1.6 alone: the image and the
-// spec do not depend on the daemon's version.
+// It runs against containerd 2.x alone (it calls no onBothDaemons): the
+// image and the spec do not depend on the daemon's version.
 func TestIsolationBuiltImage(t *testing.T) {
 	index := pipIndex(t)
 	tag := "localhost/code-sandbox-mcp/python-custom:isolation"
