@@ -3,8 +3,8 @@ package integration
 // The suite's profile: which test made how many sandboxes. Under
 // SANDBOX_PROFILE_EVENTS=FILE the harness appends a line to FILE for every
 // container created in testNamespace on the run's shared daemon;
-// scripts/profile counts them per test from the test's start and end, as
-// go test -json (go tool test2json -t) reports them. scripts/integration
+// integration/profile counts them per test from the test's start and
+// end, as go test -json (go tool test2json -t) reports them. scripts/integration
 // sets it under INTEGRATION_PROFILE. The fault tests' own daemons are not
 // watched: their sandboxes are not counted.
 
