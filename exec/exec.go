@@ -91,7 +91,7 @@ type Config struct {
 // Executor runs programs. It is safe for concurrent use.
 type Executor struct {
 	cfg   Config
-	h     *sandbox.Host // what the sandboxes need; its Life is closed by Close, and abandoned closeTimeout after Close began: deletes still going then give up
+	h     *sandbox.Host // what the sandboxes need; its Life is closed by Close, and abandoned when Close gives up waiting (see abandonWhenStuck): deletes still going then give up
 	slots chan struct{}
 
 	runs     sync.WaitGroup // runs in flight
@@ -313,8 +313,10 @@ func (e *Executor) Prepare(ctx context.Context) error {
 
 // Close kills the runs still going, destroys the ready sandboxes, waits for
 // every sandbox to be deleted, tries once more the deletes that failed
-// before, and disconnects from containerd. It takes about closeTimeout:
-// past it, what is left is the next server's to sweep, and Close says so.
+// before, and disconnects from containerd. It takes about closeTimeout
+// at most where containerd does not answer, and up to closeMax where it
+// answers slowly: past that, what is left is the next server's to sweep,
+// and Close says so.
 // What is left then is containerd's records alone: a sandbox containerd
 // did not delete had its processes killed from the host (see
 // sandbox.Destroy). Calls after the first return its result.
@@ -324,8 +326,9 @@ func (e *Executor) Close() error {
 }
 
 func (e *Executor) shutdown() error {
-	t := time.AfterFunc(closeTimeout, e.h.Life.Abandon)
-	defer t.Stop()
+	stop := make(chan struct{})
+	defer close(stop)
+	go e.abandonWhenStuck(stop)
 	e.closeMu.Lock()
 	e.h.Life.Close()
 	e.closeMu.Unlock()
@@ -355,6 +358,38 @@ func (e *Executor) shutdown() error {
 	e.h.Exits.Wait()
 	e.h.OOMs.Wait()
 	return errors.Join(err, e.h.Client.Close())
+}
+
+// abandonWhenStuck abandons the Life's cleanups closeTimeout after Close
+// began if containerd does not answer then (it hangs, or is down: its
+// deletes would not end either), and else asks again every closeTimeout,
+// up to closeMax after Close began: a busy host's deletes take longer than
+// closeTimeout, and one given up is left to the next server's sweep, that
+// is, left behind. It returns once stop is closed.
+func (e *Executor) abandonWhenStuck(stop <-chan struct{}) {
+	begin := time.Now()
+	tick := time.NewTicker(closeTimeout)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		if time.Since(begin)+closeTimeout > closeMax || !e.answers() {
+			e.h.Life.Abandon()
+			return
+		}
+		e.h.Log.Info("closing: containerd answers but the deletes are not done; waiting for them", "waited", time.Since(begin).Round(time.Millisecond))
+	}
+}
+
+// answers says whether containerd answers a question within pingTimeout.
+func (e *Executor) answers() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	_, err := e.h.Client.Version(ctx)
+	return err == nil
 }
 
 // Sweep deletes what servers that are gone left behind in our namespace:

@@ -16,9 +16,18 @@ import (
 	"code-sandbox-mcp/exec/internal/workspace"
 )
 
-// closeTimeout bounds Close, its kills and deletes: what is left then is
-// the next server's to sweep (its owner, this process, is gone by then).
-const closeTimeout = 5 * time.Second
+// closeTimeout bounds Close, its kills and deletes, while containerd does
+// not answer: what is left then is the next server's to sweep (its owner,
+// this process, is gone by then). While containerd answers, on a host too
+// busy for the deletes to end within closeTimeout, Close gives them
+// closeTimeout more at a time, up to closeMax in all (see
+// Executor.abandonWhenStuck).
+const (
+	closeTimeout = 5 * time.Second
+	closeMax     = 30 * time.Second
+	// pingTimeout bounds the question "does containerd answer?".
+	pingTimeout = time.Second
+)
 
 // Run runs one program in a sandbox that no other code has touched, and
 // returns what it did. An error means the sandbox could not run the program
