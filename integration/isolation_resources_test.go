@@ -334,7 +334,9 @@ while True:
 }
 
 // Case 4: stdin is at EOF from the start, and a program that sleeps for
-// ever is killed at the deadline.
+// ever is killed at the deadline. "At once" is within 2 s of a 3 s
+// deadline: a read that blocked would last to the kill, and 1 s was seen
+// to pass for a descheduled interpreter on a busy 2-core host.
 func TestIsolationSleepAndStdin(t *testing.T) {
 	spec := serverSpec{}
 	eachMode(t, func(t *testing.T, m mode) {
@@ -347,7 +349,7 @@ try:
     input()
 except EOFError:
     print('input: EOFError', flush=True)
-print('at once:', time.monotonic() - t < 1, flush=True)
+print('at once:', time.monotonic() - t < 2, flush=True)
 time.sleep(10**6)
 `, withTimeout(3))
 		m.stoppedAtDeadline(t, py, 3)
@@ -358,7 +360,7 @@ time.sleep(10**6)
 const t = Date.now();
 const b = require('fs').readFileSync(0);
 console.log('stdin bytes:', b.length, 'tty:', process.stdin.isTTY === true);
-console.log('at once:', Date.now() - t < 1000);
+console.log('at once:', Date.now() - t < 2000);
 new Promise(() => setInterval(() => {}, 1e6)); // to the deadline in both modes: see case 1
 `, withTimeout(3))
 		m.stoppedAtDeadline(t, js, 3)
