@@ -471,14 +471,26 @@ func prebuiltPackage(name string) string {
 // same spec, limits and cgroup as a pool's.
 var testNoPools bool
 
-// testPoolsTOML is the languages' pool = 0 for a server's configuration
-// config, under testNoPools; empty otherwise, or where config has a
-// language's own table.
+// testPoolsTOML is the languages' pools for a server's configuration
+// config, unless config has a language's own table (a test of pools says
+// what it wants): none under testNoPools, and else one ready sandbox a
+// language, python's without preloads. The default's two a language,
+// python's second with numpy and pandas imported, were most of the
+// sandboxes the suite made, made at every server start and destroyed
+// unused at its exit, on a host whose CPU bounds the suite's time. A
+// run in the one ready sandbox takes the path a run in the default's
+// does (the ready kind, without preloads, for a program that names none);
+// the tests of the pools themselves, of warm interpreters and of
+// preloads set their own.
 func testPoolsTOML(config string) string {
-	if !testNoPools || strings.Contains(config, "[languages.python]") || strings.Contains(config, "[languages.javascript]") {
+	switch {
+	case strings.Contains(config, "[languages.python]") || strings.Contains(config, "[languages.javascript]"):
 		return ""
+	case testNoPools:
+		return "\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"
+	default:
+		return "\n[languages.python]\npool = 1\npreload = []\n[languages.javascript]\npool = 1\n"
 	}
-	return "\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"
 }
 
 // testTimeScale is SANDBOX_TEST_TIME_SCALE: how many times longer than
