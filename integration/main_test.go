@@ -386,8 +386,9 @@ const (
 // onBothDaemons says that t's outcome rests on part of containerd.
 // scripts/integration runs every test against 2.x; it runs against 1.6
 // too the tests that call onBothDaemons as the first statement of their
-// body (it reads the source for them), and the isolation suite's
-// (eachMode). What rests on none of the parts (the MCP front and its
+// body, and the isolation suite's (eachMode, a statement of the body):
+// integration/lanes reads the source for them, and refuses a call placed
+// elsewhere. What rests on none of the parts (the MCP front and its
 // transports, HTTP and tokens, files, the audit log, the server's own
 // limits, the interpreters) runs against 2.x alone: the server's calls
 // to containerd are the same code whatever the test drives through them,
