@@ -362,25 +362,26 @@ func (e *Executor) shutdown() error {
 
 // abandonWhenStuck abandons the Life's cleanups closeTimeout after Close
 // began if containerd does not answer then (it hangs, or is down: its
-// deletes would not end either), and else asks again every closeTimeout,
-// up to closeMax after Close began: a busy host's deletes take longer than
-// closeTimeout, and one given up is left to the next server's sweep, that
-// is, left behind. It returns once stop is closed.
+// deletes would not end either; it is asked pingTimeout before), and else
+// asks again every closeTimeout, up to closeMax after Close began: a busy
+// host's deletes take longer than closeTimeout, and one given up is left
+// to the next server's sweep, that is, left behind. It returns once stop
+// is closed.
 func (e *Executor) abandonWhenStuck(stop <-chan struct{}) {
 	begin := time.Now()
-	tick := time.NewTicker(closeTimeout)
-	defer tick.Stop()
+	wait := closeTimeout - pingTimeout
 	for {
 		select {
 		case <-stop:
 			return
-		case <-tick.C:
+		case <-time.After(wait):
 		}
 		if time.Since(begin)+closeTimeout > closeMax || !e.answers() {
 			e.h.Life.Abandon()
 			return
 		}
 		e.h.Log.Info("closing: containerd answers but the deletes are not done; waiting for them", "waited", time.Since(begin).Round(time.Millisecond))
+		wait = closeTimeout
 	}
 }
 

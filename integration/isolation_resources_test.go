@@ -310,8 +310,9 @@ while True:
 		m.stoppedAtDeadline(t, r, 4)
 		got, err := strconv.ParseFloat(lastLine(r.out.Stdout, "cpus: "), 64)
 		// The quota is 0.5 CPU per 100 ms period; measured over ~3.5 s, a
-		// tenth over is tick rounding. Well above 0 shows it did spin.
-		if err != nil || got > 0.6 || got < 0.1 {
+		// tenth over is tick rounding. Above 0 shows the children ran: on a
+		// host the other lanes keep busy they got as little as 0.09.
+		if err != nil || got > 0.6 || got <= 0 {
 			t.Errorf("CPUs used %v (%v); want at most 0.6 for a quota of 0.5 (stdout %q)", got, err, r.out.Stdout)
 		}
 		lim := r.watch.cgroupLimits(r.ids[0])
