@@ -28,6 +28,8 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"code-sandbox-mcp/containers/imageref"
 )
 
 // annotationImageName is the index annotation containerd's importer takes
@@ -215,22 +217,15 @@ func writeArchive(w io.Writer, layer *spooled, blobs []jsonBlob, index, docker [
 	return nil
 }
 
-// parseRef checks that ref is a full reference with a tag and no digest,
-// and returns it, its familiar form (as docker prints it: docker.io/library/
-// left out) and its tag.
+// parseRef checks that ref is a full reference with a tag and no digest
+// (see imageref.Tagged), and returns it, its familiar form (as docker
+// prints it: docker.io/library/ left out) and its tag.
 func parseRef(ref string) (named, familiar, tag string, err error) {
-	n, err := reference.ParseNamed(ref)
+	t, err := imageref.Tagged(ref)
 	if err != nil {
-		return "", "", "", fmt.Errorf("image ref %q: %w; want a full reference such as localhost/name:tag", ref, err)
+		return "", "", "", err
 	}
-	if _, ok := n.(reference.Digested); ok {
-		return "", "", "", fmt.Errorf("image ref %q has a digest; want a tag, such as localhost/name:tag", ref)
-	}
-	t, ok := n.(reference.Tagged)
-	if !ok {
-		return "", "", "", fmt.Errorf("image ref %q has no tag; want a full reference such as localhost/name:tag", ref)
-	}
-	return n.String(), reference.FamiliarString(n), t.Tag(), nil
+	return t.String(), reference.FamiliarString(t), t.Tag(), nil
 }
 
 // marshalBlob encodes v as JSON and describes it as a blob of mediaType.
