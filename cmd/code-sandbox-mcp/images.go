@@ -15,6 +15,7 @@ import (
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/imagebuild"
+	"code-sandbox-mcp/containers/imageref"
 	"code-sandbox-mcp/containers/images"
 	"code-sandbox-mcp/containers/ociarchive"
 	"code-sandbox-mcp/containers/pkgspec"
@@ -42,7 +43,12 @@ const imagesUsage = `usage:
                           --ignore-scripts into /usr/local/lib/node_modules (NODE_PATH): no pip or
                           npm package code runs. --tag defaults to
                           localhost/code-sandbox-mcp/NAME-custom:KEY, KEY a hash of base and
-                          packages; a second build of the same is a no-op.
+                          packages; a second build of the same is a no-op. A REF (--tag, --from,
+                          pack's --ref) is a full reference, [HOST[:PORT]/]PATH:TAG such as
+                          localhost/my/python:1: PATH lower case, no spaces or control
+                          characters, no short name (python:3), a tag required (--from may
+                          give a digest instead); anything else is refused with exit status 2
+                          before any work.
   images build --configured
                           build the image of each enabled language that has a [languages.NAME]
                           packages table, on its image, as the server runs it
@@ -52,7 +58,8 @@ const imagesUsage = `usage:
 `
 
 // images runs an images verb; it parses its own verbs and flags, and the
-// global flags come before it.
+// global flags come before it. Bad flags and arguments, an invalid image
+// reference among them, exit with exitUsage, before any work is done.
 func (iv *invocation) images(ctx context.Context, args []string) int {
 	cfg, err := loadConfig(*iv.g, iv.env)
 	if err != nil {
@@ -60,20 +67,36 @@ func (iv *invocation) images(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	if len(args) > 0 && args[0] == "build" {
-		if err := imagesBuild(ctx, cfg, args[1:], os.Environ(), iv.stdout, iv.stderr); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return exitOK
-			}
-			fmt.Fprintf(iv.stderr, "code-sandbox-mcp: images build: %v\n", err)
-			return exitFailure
+		err = imagesBuild(ctx, cfg, args[1:], os.Environ(), iv.stdout, iv.stderr)
+		if err != nil {
+			err = fmt.Errorf("images build: %w", err)
 		}
+	} else {
+		err = imagesCommand(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace, args, iv.stdout, iv.stderr)
+	}
+	if err == nil || errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
-	if err := imagesCommand(ctx, cfg.Containerd.Address, cfg.Containerd.Namespace, args, iv.stdout, iv.stderr); err != nil {
-		fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
-		return exitFailure
+	fmt.Fprintf(iv.stderr, "code-sandbox-mcp: %v\n", err)
+	if errors.As(err, new(usageError)) {
+		return exitUsage
 	}
-	return exitOK
+	return exitFailure
+}
+
+// usageError is a bad flag or argument of an images verb, found before
+// the verb did anything.
+type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
+
+// checkRef checks the image reference value of flag name with check (an
+// imageref function).
+func checkRef[T any](name, value string, check func(string) (T, error)) error {
+	if _, err := check(value); err != nil {
+		return fmt.Errorf("--%s: %w", name, err)
+	}
+	return nil
 }
 
 // imagesCommand runs the images verbs: import and list talk to containerd
@@ -82,7 +105,7 @@ func (iv *invocation) images(ctx context.Context, args []string) int {
 func imagesCommand(ctx context.Context, address, namespace string, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, imagesUsage)
-		return errors.New("images: missing verb; want import, list, pack or build")
+		return usageError{errors.New("images: missing verb; want import, list, pack or build")}
 	}
 	verb, args := args[0], args[1:]
 	var err error
@@ -98,7 +121,7 @@ func imagesCommand(ctx context.Context, address, namespace string, args []string
 		return nil
 	default:
 		fmt.Fprint(stderr, imagesUsage)
-		return fmt.Errorf("images: unknown verb %q; want import, list, pack or build", verb)
+		return usageError{fmt.Errorf("images: unknown verb %q; want import, list, pack or build", verb)}
 	}
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -107,6 +130,15 @@ func imagesCommand(ctx context.Context, address, namespace string, args []string
 		return fmt.Errorf("images %s: %w", verb, err)
 	}
 	return nil
+}
+
+// parseFlags parses args into fs; a bad flag is a usage error.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		return usageError{err}
+	}
+	return err
 }
 
 func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
@@ -119,12 +151,12 @@ func newFlagSet(verb string, stderr io.Writer) *flag.FlagSet {
 func imagesImport(ctx context.Context, address, namespace string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("import", stderr)
 	unpack := fs.Bool("unpack", false, "unpack each image into the default snapshotter too")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
-		return errors.New("no archive given; name one or more OCI image archives")
+		return usageError{errors.New("no archive given; name one or more OCI image archives")}
 	}
 	c, err := images.Dial(ctx, address, namespace)
 	if err != nil {
@@ -168,12 +200,12 @@ func importFile(ctx context.Context, c *containerd.Client, name string, unpack b
 
 func imagesList(ctx context.Context, address, namespace string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("list", stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		fs.Usage()
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	}
 	c, err := images.Dial(ctx, address, namespace)
 	if err != nil {
@@ -226,20 +258,23 @@ func imagesPack(args []string, stderr io.Writer) error {
 	fs.StringVar(&img.User, "user", "", "default `user`, such as 65534:65534")
 	fs.Var(&env, "env", "default environment `K=V`; repeat for more")
 	fs.Var(&cmd, "cmd", "default command, one `arg` per flag; repeat for more")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case fs.NArg() != 0:
 		fs.Usage()
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
+		return usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
 	case *rootfs == "" || *out == "" || img.Ref == "":
 		fs.Usage()
-		return errors.New("--rootfs, --ref and --out are required")
+		return usageError{errors.New("--rootfs, --ref and --out are required")}
+	}
+	if err := checkRef("ref", img.Ref, imageref.Tagged); err != nil {
+		return usageError{err}
 	}
 	for _, kv := range env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			return fmt.Errorf("--env %q: want KEY=value", kv)
+			return usageError{fmt.Errorf("--env %q: want KEY=value", kv)}
 		}
 	}
 	img.Env, img.Cmd = env, cmd
@@ -285,8 +320,19 @@ type buildFlags struct {
 	configured bool
 }
 
-// parseBuild parses images build's flags.
+// parseBuild parses images build's flags. A --tag given must be a full
+// reference with a tag (imageref.Tagged); one not given is the build's
+// default. Its errors are all usage errors.
 func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
+	b, err := parseBuildFlags(args, stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		err = usageError{err}
+	}
+	return b, err
+}
+
+// parseBuildFlags is parseBuild, its errors left as they are.
+func parseBuildFlags(args []string, stderr io.Writer) (buildFlags, error) {
 	fs := newFlagSet("build", stderr)
 	var b buildFlags
 	fs.StringVar(&b.from, "from", "", "base: python, javascript or an image `REF` in containerd")
@@ -312,6 +358,13 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 	case b.from == "":
 		fs.Usage()
 		return b, errors.New("--from is required: python, javascript or an image in containerd")
+	}
+	tagged := false
+	fs.Visit(func(f *flag.Flag) { tagged = tagged || f.Name == "tag" })
+	if tagged {
+		if err := checkRef("tag", b.tag, imageref.Tagged); err != nil {
+			return b, err
+		}
 	}
 	if b.req.Pip, err = pkgspec.Pip(pkgspec.SplitList(*pip)); err != nil {
 		return b, fmt.Errorf("--pip: %w", err)
@@ -339,12 +392,16 @@ func parseBuild(args []string, stderr io.Writer) (buildFlags, error) {
 }
 
 // baseRef is the image --from names: a language's configured image, or
-// the reference itself.
-func baseRef(cfg *config.Config, from string) string {
+// the reference itself, which must be a full reference with a tag or a
+// digest (imageref.Stored).
+func baseRef(cfg *config.Config, from string) (string, error) {
 	if l, ok := cfg.Languages[from]; ok {
-		return l.Image
+		return l.Image, nil
 	}
-	return from
+	if err := checkRef("from", from, imageref.Stored); err != nil {
+		return "", usageError{err}
+	}
+	return from, nil
 }
 
 // imagesBuild builds an image with more packages and prints its name.
@@ -353,13 +410,19 @@ func imagesBuild(ctx context.Context, cfg *config.Config, args, env []string, st
 	if err != nil {
 		return err
 	}
-	builds := []imagebuild.Options{{Base: baseRef(cfg, b.from), Tag: b.tag, Request: b.req}}
+	var builds []imagebuild.Options
 	if b.configured {
 		builds = configuredBuilds(cfg)
 		if len(builds) == 0 {
 			fmt.Fprintln(stderr, "images build: no enabled language has a packages table; nothing to build")
 			return nil
 		}
+	} else {
+		base, err := baseRef(cfg, b.from)
+		if err != nil {
+			return err
+		}
+		builds = []imagebuild.Options{{Base: base, Tag: b.tag, Request: b.req}}
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("it mounts containerd snapshots; run it as root")

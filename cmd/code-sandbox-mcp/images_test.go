@@ -143,6 +143,11 @@ func TestParseBuild(t *testing.T) {
 		{[]string{"--configured", "--pip", "tinypkg"}, "give it alone"},
 		{[]string{"--configured", "--from", "python"}, "give it alone"},
 		{[]string{"--configured", "--apt-source", "deb http://x/ ./"}, "give it alone"},
+		{[]string{"--configured", "--tag", "localhost/x:1"}, "give it alone"},
+		{[]string{"--from", "python", "--pip", "tinypkg", "--tag", "localhost/my/python:tab"}, ""},
+		{[]string{"--from", "python", "--pip", "tinypkg", "--tag", "../../etc/x"}, `--tag: image reference "../../etc/x" is not valid`},
+		{[]string{"--from", "python", "--pip", "tinypkg", "--tag", ""}, "--tag: image reference is empty"},
+		{[]string{"--from", "python", "--pip", "tinypkg", "--tag", "localhost/x"}, "has no tag"},
 	} {
 		_, err := parseBuild(tc.args, io.Discard)
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
@@ -178,5 +183,43 @@ file = "main.sh"
 	}
 	if got := configuredBuilds(config.Default()); len(got) != 0 {
 		t.Errorf("configuredBuilds of the defaults = %+v; want none", got)
+	}
+}
+
+// TestImagesBadRefs: an image reference that is not a full one is refused
+// as a usage error, on one line that quotes it, before anything is read
+// or dialled (the socket does not exist, and no error names it).
+func TestImagesBadRefs(t *testing.T) {
+	const sock = "/nonexistent/containerd.sock"
+	dir := t.TempDir()
+	rootfs, out := filepath.Join(dir, "nope.tar"), filepath.Join(dir, "out.tar")
+	build := func(tag string) []string {
+		return []string{"--address", sock, "images", "build", "--from", "python", "--pip", "tinypkg", "--tag", tag}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{build("../../etc/x"), `code-sandbox-mcp: images build: --tag: image reference "../../etc/x" is not valid: want [HOST[:PORT]/]PATH:TAG`},
+		{build("localhost/my image:1"), `--tag: image reference "localhost/my image:1" is not valid`},
+		{build("localhost/x:1\nok"), `--tag: image reference "localhost/x:1\nok" is not valid`},
+		{build("localhost/x:1\x1b[2J"), `--tag: image reference "localhost/x:1\x1b[2J" is not valid`},
+		{build("localhost/Upper:1"), "the repository name must be lower case"},
+		{[]string{"--address", sock, "images", "build", "--from", "localhost/x:1\x1b[2J", "--pip", "tinypkg"}, `--from: image reference "localhost/x:1\x1b[2J" is not valid`},
+		{[]string{"--address", sock, "images", "build", "--from", "python:3", "--pip", "tinypkg"}, `--from: image reference "python:3" is a short name`},
+		{[]string{"--address", sock, "images", "pack", "--rootfs", rootfs, "--ref", "../x\n", "--out", out}, `images pack: --ref: image reference "../x\n" is not valid`},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := realMain(tc.args, strings.NewReader(""), &stdout, &stderr, tempDirsEnv(t))
+		got := stderr.String()
+		if code != exitUsage || !strings.Contains(got, tc.want) || strings.Count(got, "\n") != 1 || stdout.Len() != 0 {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit %d and one line containing %q", tc.args, code, stdout.String(), got, exitUsage, tc.want)
+		}
+		if strings.ContainsFunc(strings.TrimSuffix(got, "\n"), func(r rune) bool { return r < 0x20 || r == 0x7f }) || strings.Contains(got, sock) {
+			t.Errorf("%q: stderr %q holds a control character or names the socket", tc.args, got)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused pack left %s behind", out)
 	}
 }
