@@ -699,13 +699,20 @@ func containerCgroups(namespace string) []string {
 
 // sandboxCgroup is the cgroup directory of container id of namespace, in
 // controller's v1 hierarchy ("" on v2, or for the unified root): where
-// the test driver (SANDBOX_TEST_CGROUP_DRIVER) has the runtime put it.
-// cgroupfs: containerd's default cgroupsPath /NAMESPACE/ID; systemd: the
-// unit NAMESPACE-ID.scope in system.slice (see oci.SystemdCgroupsPath).
+// the test driver (SANDBOX_TEST_CGROUP_DRIVER) has the runtime put its
+// processes and limits. cgroupfs: containerd's default cgroupsPath
+// /NAMESPACE/ID; systemd: the unit NAMESPACE-ID.scope in system.slice (see
+// oci.SystemdCgroupsPath), and on v2 under crun the scope's child
+// "container" (crun's run.oci.systemd.subgroup default there: the scope
+// is systemd's, its child the runtime's alone). The server finds the
+// directory from /proc/PID/cgroup, wherever the runtime put it.
 func sandboxCgroup(controller, namespace, id string) string {
 	rel := filepath.Join(namespace, id)
 	if testCgroupDriver == config.CgroupDriverSystemd {
 		rel = filepath.Join(sandboxoci.SystemdSlice, namespace+"-"+id+".scope")
+		if controller == "" && cgroupV2() && filepath.Base(testRuntimeBinary) == "crun" {
+			rel = filepath.Join(rel, "container")
+		}
 	}
 	return filepath.Join("/sys/fs/cgroup", controller, rel)
 }
@@ -869,7 +876,11 @@ func removeScopes(namespace string, ids []string) error {
 	var errs []error
 	var dirs []string
 	for _, id := range ids {
-		dirs = append(dirs, sandboxCgroup("", namespace, id))
+		d := sandboxCgroup("", namespace, id)
+		dirs = append(dirs, d)
+		if filepath.Base(d) == "container" {
+			dirs = append(dirs, filepath.Dir(d)) // crun's scope, once its child is gone
+		}
 		for _, c := range []string{"memory", "pids", "cpu", "cpuacct", "blkio", "devices", "freezer", "cpuset"} {
 			dirs = append(dirs, sandboxCgroup(c, namespace, id))
 		}
