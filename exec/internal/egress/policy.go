@@ -14,13 +14,14 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Policy is an allowlist of destinations with a denylist that wins over
 // it. Its zero value allows nothing.
 type Policy struct {
 	allow, deny rules
-	host        []netip.Prefix // the host's own addresses: see RefuseHost
+	host        func() ([]netip.Prefix, error) // reads the host's own addresses: see RefuseHost
 }
 
 // rules is one list: exact names, wildcard suffixes ("*.example.com"
@@ -179,22 +180,58 @@ func (p *Policy) Host(host string) error {
 // Addr reports whether the proxy may connect to a, an address that an
 // allowed host resolved to (or the host itself, written as an address).
 // A denied prefix refuses it. An address that is not public (see
-// Special) is refused unless an allow entry written as an address or a
-// prefix contains it: a name on the allow list that resolves to the
-// host's loopback, or into a private network, is not reached through it.
+// Special), or is one of the host's own (see RefuseHost), is refused
+// unless an allow entry written as an address or a prefix contains it: a
+// name on the allow list that resolves to the host's loopback, or into a
+// private network, is not reached through it.
 func (p *Policy) Addr(a netip.Addr) error {
-	a = a.Unmap()
+	_, err := p.First([]netip.Addr{a})
+	return err
+}
+
+// First returns the first of addrs that Addr allows, unmapped, or the
+// refusal of the first of them. It reads the host's own addresses at
+// most once, and only if an address needs them.
+func (p *Policy) First(addrs []netip.Addr) (netip.Addr, error) {
+	own := sync.OnceValues(p.hostAddrs)
+	var first error
+	for _, a := range addrs {
+		err := p.addr(a.Unmap(), own)
+		if err == nil {
+			return a.Unmap(), nil
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = fmt.Errorf("no address to connect to: %w", ErrDenied)
+	}
+	return netip.Addr{}, first
+}
+
+// addr is Addr, the host's own addresses read by own.
+func (p *Policy) addr(a netip.Addr, own func() ([]netip.Prefix, error)) error {
 	if a.Zone() != "" {
 		return fmt.Errorf("address %s names an interface of the host: %w", a, ErrDenied)
 	}
 	if p.deny.holds(a) {
 		return fmt.Errorf("address %s is on the deny list: %w", a, ErrDenied)
 	}
-	why := Special(a)
-	if why == "" && slices.ContainsFunc(p.host, func(h netip.Prefix) bool { return h.Contains(a) }) {
-		why = "one of the host's own addresses"
+	if p.allow.holds(a) {
+		return nil
 	}
-	if why != "" && !p.allow.holds(a) {
+	why := Special(a)
+	if why == "" {
+		host, err := own()
+		if err != nil {
+			return fmt.Errorf("address %s: the host's own addresses, which it may be one of, could not be read: %v: %w", a, err, ErrDenied)
+		}
+		if slices.ContainsFunc(host, func(h netip.Prefix) bool { return h.Contains(a) }) {
+			why = "one of the host's own addresses"
+		}
+	}
+	if why != "" {
 		return fmt.Errorf("address %s is %s, and no allow entry lists it: %w", a, why, ErrDenied)
 	}
 	return nil
@@ -202,9 +239,22 @@ func (p *Policy) Addr(a netip.Addr) error {
 
 // RefuseHost makes Addr refuse the host's own addresses, as it does
 // private ones, unless an allow entry lists them: a service that listens
-// on the host's public address is the host's, not the Internet's.
-func (p *Policy) RefuseHost(own []netip.Prefix) {
-	p.host = append(p.host[:0:0], own...)
+// on the host's public address is the host's, not the Internet's. own
+// reads them, and is called at each check that needs them (once per
+// connection at most: see First), so that an address the host gains
+// after the server started (DHCP, a VPN, a bridge) is refused from the
+// moment the host has it. An error from own refuses the address. The
+// package makes no call to the system itself: own is its caller's.
+func (p *Policy) RefuseHost(own func() ([]netip.Prefix, error)) {
+	p.host = own
+}
+
+// hostAddrs reads the host's own addresses; none without RefuseHost.
+func (p *Policy) hostAddrs() ([]netip.Prefix, error) {
+	if p.host == nil {
+		return nil, nil
+	}
+	return p.host()
 }
 
 // special lists the ranges, beyond those netip classifies, that no public

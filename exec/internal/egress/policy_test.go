@@ -82,7 +82,7 @@ func TestAddr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.RefuseHost([]netip.Prefix{netip.MustParsePrefix("198.51.100.1/32")})
+	p.RefuseHost(static(netip.MustParsePrefix("198.51.100.1/32")))
 	for _, tc := range []struct {
 		addr string
 		ok   bool
@@ -134,12 +134,74 @@ func TestAddrHostListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.RefuseHost([]netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")})
+	p.RefuseHost(static(netip.MustParsePrefix("198.51.100.0/24")))
 	if err := p.Addr(netip.MustParseAddr("198.51.100.1")); err != nil {
 		t.Errorf("a listed host address: %v", err)
 	}
 	if err := p.Addr(netip.MustParseAddr("198.51.100.2")); err == nil {
 		t.Error("an unlisted host address was allowed")
+	}
+}
+
+// static reads the host's own addresses as prefixes, always the same.
+func static(prefixes ...netip.Prefix) func() ([]netip.Prefix, error) {
+	return func() ([]netip.Prefix, error) { return prefixes, nil }
+}
+
+// The host's own addresses are read at each check, not once: an address
+// the host gains is refused from the next check on, and one it loses is
+// allowed again. A check reads them once however many addresses it
+// weighs, and not at all where they cannot matter (a special, listed or
+// denied address). An error reading them refuses, with the reason.
+func TestAddrHostReadAtEachCheck(t *testing.T) {
+	p, err := NewPolicy([]string{"api.example.com", "198.51.100.9"}, []string{"198.51.100.66"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		own   []netip.Prefix
+		fail  error
+		reads int
+	)
+	p.RefuseHost(func() ([]netip.Prefix, error) {
+		reads++
+		return own, fail
+	})
+	late := netip.MustParseAddr("198.51.100.7")
+	if err := p.Addr(late); err != nil {
+		t.Fatalf("Addr(%s) before the host has it: %v", late, err)
+	}
+	own = []netip.Prefix{netip.PrefixFrom(late, 32)}
+	if err := p.Addr(late); err == nil || !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "198.51.100.7 is one of the host's own addresses") {
+		t.Errorf("Addr(%s) once the host has it: %v; want it refused as the host's own", late, err)
+	}
+	own = nil
+	if err := p.Addr(late); err != nil {
+		t.Errorf("Addr(%s) once the host no longer has it: %v", late, err)
+	}
+
+	own, reads = []netip.Prefix{netip.PrefixFrom(late, 32)}, 0
+	addrs := []netip.Addr{late, netip.MustParseAddr("198.51.100.8"), netip.MustParseAddr("198.51.100.10")}
+	if a, err := p.First(addrs); err != nil || a != addrs[1] || reads != 1 {
+		t.Errorf("First(%v) = %v, %v after %d reads; want %v after 1", addrs, a, err, reads, addrs[1])
+	}
+	reads = 0
+	for _, a := range []string{"10.0.0.1", "127.0.0.1", "198.51.100.9", "198.51.100.66"} {
+		p.Addr(netip.MustParseAddr(a))
+	}
+	if reads != 0 {
+		t.Errorf("checks of private, loopback, listed and denied addresses read the host's %d times; want none", reads)
+	}
+
+	own, fail = nil, errors.New("netlink: no buffer space")
+	if err := p.Addr(late); err == nil || !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "could not be read: netlink: no buffer space") {
+		t.Errorf("Addr(%s) when the host's addresses cannot be read: %v; want it refused, saying why", late, err)
+	}
+	if err := p.Addr(netip.MustParseAddr("198.51.100.9")); err != nil {
+		t.Errorf("Addr of a listed address when the host's addresses cannot be read: %v; want it allowed", err)
+	}
+	if _, err := p.First(nil); err == nil || !errors.Is(err, ErrDenied) {
+		t.Errorf("First(nil): %v; want a refusal", err)
 	}
 }
 

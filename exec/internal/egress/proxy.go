@@ -246,18 +246,12 @@ func (p *Proxy) target(ctx context.Context, host string, port int, rec *Record) 
 			return netip.AddrPort{}, refuse(http.StatusBadGateway, "cannot resolve %s: %v", rec.Host, err)
 		}
 	}
-	var first error
-	for _, a := range addrs {
-		err := p.Policy.Addr(a)
-		if err == nil {
-			rec.Allowed = true
-			return netip.AddrPortFrom(a.Unmap(), uint16(port)), nil
-		}
-		if first == nil {
-			first = err
-		}
+	a, err := p.Policy.First(addrs)
+	if err != nil {
+		return netip.AddrPort{}, refuse(http.StatusForbidden, "%s: %v", rec.Host, err)
 	}
-	return netip.AddrPort{}, refuse(http.StatusForbidden, "%s: %v", rec.Host, first)
+	rec.Allowed = true
+	return netip.AddrPortFrom(a, uint16(port)), nil
 }
 
 func (p *Proxy) connectTimeout() time.Duration {

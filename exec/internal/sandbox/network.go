@@ -47,16 +47,15 @@ type Egress struct {
 // host's TLS (nil if none does); hostRoots are the host's trusted roots
 // (PEM), which the sandbox trusts beside it.
 func NewEgress(n *config.Network, lookup func(string) (string, bool), pass []string, ca *egress.CA, hostRoots []byte) (*Egress, error) {
-	own, err := hostPrefixes()
-	if err != nil {
+	if _, err := hostPrefixes(); err != nil {
 		return nil, err
 	}
-	return newEgress(n, lookup, pass, ca, hostRoots, own)
+	return newEgress(n, lookup, pass, ca, hostRoots, hostPrefixes)
 }
 
-// newEgress is NewEgress, with the host's own addresses (hostPrefixes),
-// which the proxy refuses, read by the caller.
-func newEgress(n *config.Network, lookup func(string) (string, bool), pass []string, ca *egress.CA, hostRoots []byte, own []netip.Prefix) (*Egress, error) {
+// newEgress is NewEgress, with own reading the host's own addresses,
+// which the proxy refuses (hostPrefixes, called at each connection).
+func newEgress(n *config.Network, lookup func(string) (string, bool), pass []string, ca *egress.CA, hostRoots []byte, own func() ([]netip.Prefix, error)) (*Egress, error) {
 	p, err := egress.NewPolicy(n.Allow, n.Deny)
 	if err != nil {
 		return nil, err
@@ -114,19 +113,19 @@ func newEgress(n *config.Network, lookup func(string) (string, bool), pass []str
 
 // NewEgresses reads the network of every language in langs that has
 // one, by name (see NewEgress): one CA for them all, made only if a
-// secret intercepts TLS, and the host's own addresses read once.
+// secret intercepts TLS. The host's own addresses are read once here, so
+// that a host where they cannot be read fails at the start, and then at
+// each connection.
 func NewEgresses(langs []config.Language, lookup func(string) (string, bool), pass []string) (map[string]*Egress, error) {
 	var ca *egress.CA
 	var roots []byte
-	var own []netip.Prefix
 	out := map[string]*Egress{}
 	for _, l := range langs {
 		if l.Network == nil {
 			continue
 		}
 		if len(out) == 0 {
-			var err error
-			if own, err = hostPrefixes(); err != nil {
+			if _, err := hostPrefixes(); err != nil {
 				return nil, err
 			}
 		}
@@ -137,7 +136,7 @@ func NewEgresses(langs []config.Language, lookup func(string) (string, bool), pa
 			}
 			roots = HostRoots()
 		}
-		e, err := newEgress(l.Network, lookup, pass, ca, roots, own)
+		e, err := newEgress(l.Network, lookup, pass, ca, roots, hostPrefixes)
 		if err != nil {
 			return nil, fmt.Errorf("the network of %s: %w", l.Name, err)
 		}
@@ -146,8 +145,13 @@ func NewEgresses(langs []config.Language, lookup func(string) (string, bool), pa
 	return out, nil
 }
 
-// hostPrefixes are the host's own addresses, each as a one-address
-// prefix.
+// hostPrefixes are the host's own addresses, those of the server's
+// network namespace, each as a one-address prefix, as the kernel has
+// them now: the proxy calls it at each connection (see
+// egress.Policy.RefuseHost), so that an address added after the server
+// started is refused from the moment it is there. Nothing is cached, so
+// nothing can be stale; it costs a netlink dump of the addresses and
+// links, tens of microseconds (BenchmarkHostAddrCheck).
 func hostPrefixes() ([]netip.Prefix, error) {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
