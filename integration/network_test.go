@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -532,5 +533,53 @@ func TestFaultServerKilledWithNetworkSandboxes(t *testing.T) {
 	d.assertNoLeftovers(t, stateDir)
 	if n := netns(); len(n) != 0 {
 		t.Errorf("namespace mounts %v after the second server exited; want none", n)
+	}
+}
+
+// TestNetworkHostAddressAddedLater: an address the server's host gains
+// after the server started (DHCP, a VPN, a bridge would add one) is
+// refused as the host's own through an allowed name pinned to it, from
+// the moment it is there: the proxy reads the host's addresses at each
+// connection, not once at the start. The host is the server's network
+// namespace, which newUpstream made; the address is added to its veth,
+// and a listener of the test's waits there, which no connection reaches.
+func TestNetworkHostAddressAddedLater(t *testing.T) {
+	up := newUpstream(t)
+	const late = "198.51.100.50"
+	s := startMCP(t, serverSpec{netns: up.netns, config: `
+[network]
+allow = ["api.test.example", "late.test.example"]
+hosts = { "api.test.example" = "198.51.100.7", "late.test.example" = "` + late + `" }
+`})
+	ctx := testContext(t)
+	name := filepath.Base(up.netns)
+	if out, err := osexec.Command("ip", "-n", name, "addr", "add", late+"/32", "dev", "csmnet0").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add %s in %s: %v: %s", late, name, err, out)
+	}
+	var accepts atomic.Int64
+	countAccepts(t, listenInNetns(t, name, "tcp4", net.JoinHostPort(late, "80")), &accepts)
+
+	r := s.call(ctx, t, "run_python_code", code(`
+import urllib.request, urllib.error
+for host in ('api', 'late'):
+    try:
+        with urllib.request.urlopen('http://%s.test.example/hello' % host, timeout=10) as r:
+            print(host, r.status)
+    except urllib.error.HTTPError as e:
+        print(host, e.code)
+    except Exception as e:
+        print(host, 'error', type(e).__name__)
+`))
+	if want := "api 200\nlate 403\n"; r.out.Stdout != want {
+		t.Errorf("the program printed %q (stderr %q); want %q: api reached, late refused by the proxy", r.out.Stdout, r.out.Stderr, want)
+	}
+	if n := accepts.Load(); n != 0 {
+		t.Errorf("the listener at the host's new address %s accepted %d connections; want none", late, n)
+	}
+	wantReason := "address " + late + " is one of the host's own addresses, and no allow entry lists it"
+	if !slices.ContainsFunc(r.out.Network, func(rec networkRecord) bool {
+		return rec.Host == "late.test.example" && !rec.Allowed && strings.Contains(rec.Reason, wantReason)
+	}) {
+		t.Errorf("no record of late.test.example refused with %q in %+v", wantReason, r.out.Network)
 	}
 }
