@@ -10,12 +10,14 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/sha1"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,12 +26,15 @@ import (
 	osexec "os/exec"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/errdefs"
 	"github.com/containerd/platforms"
 
@@ -278,6 +283,110 @@ func TestImagesBuildNpm(t *testing.T) {
 			t.Errorf("%q: %q (isError %v, stderr %q); want %q", tc.src, r.text, r.isError, r.out.Stderr, tc.want)
 		}
 	}
+}
+
+// TestImagesBuildBadTag: a --tag that is not a full image reference is
+// refused as a usage error (exit 2), on one line that quotes it, before
+// any work: the package index is never asked, and containerd's images,
+// content, snapshots and leases, and the build's TMPDIR, gain nothing.
+func TestImagesBuildBadTag(t *testing.T) {
+	onBothDaemons(t, daemonImages)
+	var asked atomic.Int64
+	index := pipIndexHandler(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		index.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ctx := testContext(t)
+	before := daemonStore(t, ctx)
+	tmpBefore := dirNames(t, buildTmp())
+
+	for _, tc := range []struct{ tag, want string }{
+		{"../../etc/x", `code-sandbox-mcp: images build: --tag: image reference "../../etc/x" is not valid: want [HOST[:PORT]/]PATH:TAG`},
+		{"localhost/my image:1", `--tag: image reference "localhost/my image:1" is not valid`},
+		{"localhost/x:1\nbuild: localhost/x:1 is up to date", `--tag: image reference "localhost/x:1\nbuild: localhost/x:1 is up to date" is not valid`},
+		{"localhost/x:1\x1b[2J\x1b]0;owned\x07", `--tag: image reference "localhost/x:1\x1b[2J\x1b]0;owned\a" is not valid`},
+		{"localhost/Python:1", `--tag: image reference "localhost/Python:1" is not valid: the repository name must be lower case`},
+		{"", "--tag: image reference is empty"},
+		{"localhost/" + strings.Repeat("x", 256) + ":1", "the repository name is longer than 255 characters"},
+		{"python:custom", `--tag: image reference "python:custom" is a short name`},
+	} {
+		out, stderr, err := imagesBuild(t, srv.URL+"/simple/", "--from", "python", "--pip", "tinypkg", "--tag", tc.tag)
+		var exit *osexec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || out != "" || !strings.HasPrefix(stderr, "code-sandbox-mcp: images build: --tag: ") || !strings.Contains(stderr, tc.want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("images build --tag %q: %v, stdout %q, stderr %q; want exit status 2 and one line containing %q", tc.tag, err, out, stderr, tc.want)
+		}
+		if strings.ContainsFunc(strings.TrimSuffix(stderr, "\n"), func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+			t.Errorf("images build --tag %q printed a control character: %q", tc.tag, stderr)
+		}
+	}
+
+	if n := asked.Load(); n != 0 {
+		t.Errorf("the package index was asked %d times; want none", n)
+	}
+	// Gained, not changed: the daemon's garbage collector may remove a
+	// blob that an earlier import left unreferenced, meanwhile.
+	if gained := slices.DeleteFunc(daemonStore(t, ctx), func(e string) bool { return slices.Contains(before, e) }); len(gained) != 0 {
+		t.Errorf("containerd's store gained %q; want nothing", gained)
+	}
+	if after := dirNames(t, buildTmp()); !slices.Equal(after, tmpBefore) {
+		t.Errorf("the build's TMPDIR %s: %q, before the builds %q; want it unchanged", buildTmp(), after, tmpBefore)
+	}
+	if m := buildMounts(t); len(m) != 0 {
+		t.Errorf("mounts left by the refused builds: %q", m)
+	}
+}
+
+// daemonStore lists what containerd holds in ctx's namespace: images (name
+// and target), content, snapshots (with their kind and parent) and leases,
+// sorted.
+func daemonStore(t *testing.T, ctx context.Context) []string {
+	t.Helper()
+	var out []string
+	imgs, err := testClient.ImageService().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, img := range imgs {
+		out = append(out, "image "+img.Name+" "+img.Target.Digest.String())
+	}
+	err = testClient.ContentStore().Walk(ctx, func(info content.Info) error {
+		out = append(out, "content "+info.Digest.String())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = walkSnapshots(ctx, testClient, func(snapshotter string, info snapshots.Info) {
+		out = append(out, fmt.Sprintf("snapshot %s/%s %v parent %s", snapshotter, info.Name, info.Kind, info.Parent))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases, err := testClient.LeasesService().List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		out = append(out, "lease "+l.ID)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// dirNames lists the names in dir; a missing dir has none.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
 }
 
 // TestImagesBuildConfigured: a [languages.python] packages table names the

@@ -214,26 +214,35 @@ func (h *harness) assertNoHostLeftovers(t testing.TB, stateDir string, tasksLeft
 // loaded. Committed snapshots are unpacked image layers; an active or view
 // snapshot is a container's root file system (or a half-done unpack).
 func activeSnapshots(ctx context.Context, client *containerd.Client) ([]string, error) {
+	var out []string
+	err := walkSnapshots(ctx, client, func(snapshotter string, info snapshots.Info) {
+		if info.Kind != snapshots.KindCommitted {
+			out = append(out, snapshotter+"/"+info.Name)
+		}
+	})
+	return out, err
+}
+
+// walkSnapshots calls fn with every snapshot in ctx's namespace, in every
+// snapshotter client's daemon loaded.
+func walkSnapshots(ctx context.Context, client *containerd.Client, fn func(snapshotter string, info snapshots.Info)) error {
 	resp, err := client.IntrospectionService().Plugins(ctx, `type=="io.containerd.snapshotter.v1"`)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []string
 	for _, p := range resp.Plugins {
 		if p.InitErr != nil {
 			continue
 		}
 		err := client.SnapshotService(p.ID).Walk(ctx, func(_ context.Context, info snapshots.Info) error {
-			if info.Kind != snapshots.KindCommitted {
-				out = append(out, p.ID+"/"+info.Name)
-			}
+			fn(p.ID, info)
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("snapshotter %s: %w", p.ID, err)
+			return fmt.Errorf("snapshotter %s: %w", p.ID, err)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // harness is a private daemon and what it needs: the one TestMain starts
