@@ -360,28 +360,42 @@ func (e *Executor) shutdown() error {
 	return errors.Join(err, e.h.Client.Close())
 }
 
-// abandonWhenStuck abandons the Life's cleanups closeTimeout after Close
-// began if containerd does not answer then (it hangs, or is down: its
-// deletes would not end either; it is asked pingTimeout before), and else
-// asks again every closeTimeout, up to closeMax after Close began: a busy
-// host's deletes take longer than closeTimeout, and one given up is left
-// to the next server's sweep, that is, left behind. It returns once stop
-// is closed.
+// abandonWhenStuck abandons the Life's cleanups when Close gives up on
+// them (see giveUp, with closeTimeout, pingTimeout and closeMax). It
+// returns once stop is closed.
 func (e *Executor) abandonWhenStuck(stop <-chan struct{}) {
+	giveUp(stop, closeBounds{first: closeTimeout - pingTimeout, every: closeTimeout, max: closeMax}, e.answers, e.h.Life.Abandon, func(waited time.Duration) {
+		e.h.Log.Info("closing: containerd answers but the deletes are not done; waiting for them", "waited", waited.Round(time.Millisecond))
+	})
+}
+
+// closeBounds are when Close asks whether containerd answers: first
+// after first, then every every, and never past max.
+type closeBounds struct{ first, every, max time.Duration }
+
+// giveUp calls abandon once Close should give up its deletes, unless stop
+// is closed first: at the first question that answers (containerd, asked
+// at b.first and then every b.every) says no, since a containerd that does
+// not answer (it hangs, or is down) would not finish them either, or once
+// the next question would come past b.max. A busy host's deletes take
+// longer than a quiet one's, and one given up is left to the next
+// server's sweep, that is, left behind: while containerd answers, Close
+// waits. waiting is told each time it does.
+func giveUp(stop <-chan struct{}, b closeBounds, answers func() bool, abandon func(), waiting func(waited time.Duration)) {
 	begin := time.Now()
-	wait := closeTimeout - pingTimeout
+	wait := b.first
 	for {
 		select {
 		case <-stop:
 			return
 		case <-time.After(wait):
 		}
-		if time.Since(begin)+closeTimeout > closeMax || !e.answers() {
-			e.h.Life.Abandon()
+		if time.Since(begin)+b.every > b.max || !answers() {
+			abandon()
 			return
 		}
-		e.h.Log.Info("closing: containerd answers but the deletes are not done; waiting for them", "waited", time.Since(begin).Round(time.Millisecond))
-		wait = closeTimeout
+		waiting(time.Since(begin))
+		wait = b.every
 	}
 }
 
