@@ -108,13 +108,18 @@ f.write("buffered, never closed")`},
         print("deleted at exit")
 kept = Noisy()
 print("main done")`},
+	// The late thread waits for main's line, so that the order does not
+	// rest on time on a busy host.
 	{name: "threads", code: `import threading, time
+printed = threading.Event()
 def late():
+    printed.wait()
     time.sleep(0.2)
     print("late thread")
 threading.Thread(target=late).start()
 threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
-print("main done", threading.active_count())`},
+print("main done", threading.active_count())
+printed.set()`},
 	{name: "subprocess", code: `import subprocess, sys
 r = subprocess.run([sys.executable, "-c", "import sys; print(sys.argv, repr(sys.stdin.read()), 'numpy' in sys.modules)"], capture_output=True, text=True)
 print(r.returncode, r.stdout, r.stderr)`},
