@@ -215,6 +215,7 @@ func (s *Sandbox) waitExit(stop <-chan struct{}, grace bool) (status uint32, end
 				recheckWait *= 2
 			}
 		case st := <-exited:
+			s.ooms.Kills() // as at the program's end: the cgroup may go next
 			c, _, err := st.Result()
 			if err != nil && s.h.Exits.Usable() {
 				// containerd went away (its wait broke): the shim and the
@@ -228,6 +229,9 @@ func (s *Sandbox) waitExit(stop <-chan struct{}, grace bool) (status uint32, end
 			}
 			return c, true, nil
 		case <-kernel:
+			// The program's end and the init's may be told at once, and
+			// this case taken first.
+			s.ooms.Kills()
 			c, ok := s.exit.Code()
 			if !ok {
 				kernel = nil // the kernel's word is missing: wait for containerd's

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -30,11 +31,24 @@ type OOMs struct {
 
 // OOMCount is one sandbox's count of OOM kills, as last read.
 type OOMCount struct {
-	dir  string
-	wd   int32 // -1 if not watched
-	last atomic.Uint64
-	read atomic.Bool // last holds a count read
+	dir       string
+	wd        int32 // -1 if not watched
+	last      atomic.Uint64
+	read      atomic.Bool // last holds a count read
+	rereading atomic.Bool // a reread (see rereadAfter) is under way
 }
+
+// rereadAfter are the delays, one after the other, after the kernel said
+// memory.events changed, at which the count is read again. The kernel
+// sends one word for the changes of 10 ms: a change that follows another
+// within that is told at its end, by a timer that the cgroup's removal
+// cancels. Under an OOM the "max" and "oom" events come just before the
+// "oom_kill" one, so the word on the kill is the deferred one, and under
+// the systemd driver the cgroup may be gone before it comes: the count
+// is read a moment after each word instead of waiting for the next. The
+// program killed has its memory to free and the init its wake-up, reap
+// and exit before the cgroup can go.
+var rereadAfter = []time.Duration{time.Millisecond, 3 * time.Millisecond, 8 * time.Millisecond}
 
 func NewOOMs(ctx context.Context, log *slog.Logger) *OOMs {
 	w := &OOMs{byWD: map[int32]*OOMCount{}, stopped: make(chan struct{})}
@@ -70,6 +84,7 @@ func (w *OOMs) follow() {
 			w.mu.Unlock()
 			if c != nil {
 				c.update()
+				c.reread()
 			}
 		}
 	}
@@ -138,6 +153,21 @@ func (c *OOMCount) update() {
 			return
 		}
 	}
+}
+
+// reread reads the count again after each of rereadAfter, unless that is
+// under way already.
+func (c *OOMCount) reread() {
+	if !c.rereading.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.rereading.Store(false)
+		for _, d := range rereadAfter {
+			time.Sleep(d)
+			c.update()
+		}
+	}()
 }
 
 // Kills returns the cgroup's count of OOM kills: read now if the cgroup

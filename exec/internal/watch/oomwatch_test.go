@@ -61,3 +61,47 @@ func TestOOMCountOutlivesItsCgroup(t *testing.T) {
 		t.Errorf("kills of no cgroup: %d %v; want 0 false", n, ok)
 	}
 }
+
+// A change that comes without a word of its own, as the kernel's word on
+// an OOM kill does when it follows the "max" and "oom" events within
+// 10 ms and the cgroup goes before the deferred word, is read all the
+// same, by the rereads that follow the word before it. A rename stands in
+// for the wordless change: the watch is on the old file's inode.
+func TestOOMCountRereadAfterAWord(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := NewOOMs(ctx, slog.New(slog.DiscardHandler))
+	defer func() {
+		cancel()
+		w.Wait()
+	}()
+	dir := filepath.Join(t.TempDir(), "scope")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	events := filepath.Join(dir, "memory.events")
+	if err := os.WriteFile(events, []byte("max 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := w.Track(dir)
+	defer w.Untrack(c)
+	if err := os.WriteFile(events, []byte("max 3\noom 1\noom_kill 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !c.rereading.Load(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the watch did not take the word on the change within 5s")
+		}
+	}
+	quiet := filepath.Join(dir, "new")
+	if err := os.WriteFile(quiet, []byte("max 3\noom 1\noom_kill 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(quiet, events); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(time.Second); c.last.Load() != 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the kill counted without a word was not read within 1s of the word before it")
+		}
+	}
+}
