@@ -111,6 +111,20 @@ func TestExampleMatchesDefaults(t *testing.T) {
 			t.Errorf("%s does not show a %s table", example, strings.TrimPrefix(table, "# "))
 		}
 	}
+	// And the network's bounds, each with its default.
+	n := (&Network{}).clone()
+	for _, kv := range []string{
+		fmt.Sprintf("# max_connections = %d\n", n.MaxConnections),
+		fmt.Sprintf("# max_bytes = %q\n", n.MaxBytes),
+		fmt.Sprintf("# idle_timeout = %q\n", strings.TrimSuffix(time.Duration(n.IdleTimeout).String(), "0s")),
+		fmt.Sprintf("# max_connections_per_run = %d\n", n.MaxConnectionsPerRun),
+		fmt.Sprintf("# connections_per_second = %d\n", n.ConnectionsPerSecond),
+		fmt.Sprintf("# max_records = %d\n", n.MaxRecords),
+	} {
+		if !strings.Contains(string(data), kv) {
+			t.Errorf("%s does not show the network's default %q", example, kv)
+		}
+	}
 }
 
 func TestOverrides(t *testing.T) {

@@ -31,6 +31,16 @@ type Network struct {
 	MaxConnections int      `toml:"max_connections"`
 	MaxBytes       Size     `toml:"max_bytes"`
 	IdleTimeout    Duration `toml:"idle_timeout"`
+	// MaxConnectionsPerRun bounds the connections one run (a session's
+	// cell, a task) opens through the proxy, and ConnectionsPerSecond the
+	// rate at which it opens them, in bursts of up to a second's worth:
+	// a connection past either gets 503 at once, saying which.
+	MaxConnectionsPerRun int `toml:"max_connections_per_run"`
+	ConnectionsPerSecond int `toml:"connections_per_second"`
+	// MaxRecords bounds the connections a run's result and audit record
+	// list one by one; the rest are summed per host and verdict, in at
+	// most as many tallies again.
+	MaxRecords int `toml:"max_records"`
 	// Secrets are headers the proxy sets on the requests to one host
 	// each, keyed by the host's name: the sandbox never holds their
 	// values.
@@ -55,6 +65,9 @@ const (
 	DefaultNetworkConnections = 16
 	DefaultNetworkBytes       = 256 << 20
 	DefaultNetworkIdle        = time.Minute
+	DefaultNetworkPerRun      = 1000
+	DefaultNetworkPerSecond   = 100
+	DefaultNetworkRecords     = 100
 )
 
 // On reports whether n lets anything out.
@@ -93,6 +106,15 @@ func (n *Network) clone() *Network {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = Duration(DefaultNetworkIdle)
+	}
+	if c.MaxConnectionsPerRun == 0 {
+		c.MaxConnectionsPerRun = DefaultNetworkPerRun
+	}
+	if c.ConnectionsPerSecond == 0 {
+		c.ConnectionsPerSecond = DefaultNetworkPerSecond
+	}
+	if c.MaxRecords == 0 {
+		c.MaxRecords = DefaultNetworkRecords
 	}
 	return &c
 }
@@ -192,6 +214,20 @@ func (n *Network) check(key string) []error {
 	}
 	if n.IdleTimeout < 0 {
 		bad(key+".idle_timeout", "%s; want a positive duration (0 is the default, %s)", time.Duration(n.IdleTimeout), DefaultNetworkIdle)
+	}
+	for _, c := range []struct {
+		name   string
+		v, def int
+		max    int
+		maxWhy string
+	}{
+		{"max_connections_per_run", n.MaxConnectionsPerRun, DefaultNetworkPerRun, 1 << 20, ""},
+		{"connections_per_second", n.ConnectionsPerSecond, DefaultNetworkPerSecond, 100000, ""},
+		{"max_records", n.MaxRecords, DefaultNetworkRecords, 1000, "; each record is kept in memory and sent in the run's result, whose size it bounds"},
+	} {
+		if c.v < 0 || c.v > c.max {
+			bad(key+"."+c.name, "%d; want 1 to %d (0 is the default, %d)%s", c.v, c.max, c.def, c.maxWhy)
+		}
 	}
 	for _, host := range slices.Sorted(maps.Keys(n.Secrets)) {
 		s := n.Secrets[host]

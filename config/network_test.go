@@ -41,6 +41,9 @@ allow = []
 	if n.MaxBytes != 1<<20 || n.MaxConnections != DefaultNetworkConnections || time.Duration(n.IdleTimeout) != DefaultNetworkIdle {
 		t.Errorf("python's network limits %d, %d, %s; want 1MiB and the defaults", n.MaxBytes, n.MaxConnections, time.Duration(n.IdleTimeout))
 	}
+	if n.MaxConnectionsPerRun != DefaultNetworkPerRun || n.ConnectionsPerSecond != DefaultNetworkPerSecond || n.MaxRecords != DefaultNetworkRecords {
+		t.Errorf("python's network bounds %d per run, %d a second, %d records; want the defaults", n.MaxConnectionsPerRun, n.ConnectionsPerSecond, n.MaxRecords)
+	}
 	if !n.Intercepts() || (&Network{Secrets: map[string]NetworkSecret{"a": {}}}).Intercepts() {
 		t.Error("Intercepts does not say which network intercepts")
 	}
@@ -61,6 +64,9 @@ func TestNetworkRefused(t *testing.T) {
 		{"[network]\nallow = [\"https://api.example.com\"]\n", "network.allow"},
 		{"[network]\nallow = [\"\"]\n", "network.allow"},
 		{"[network]\nallow = [\"a.example\"]\nmax_connections = -1\n", "network.max_connections"},
+		{"[network]\nallow = [\"a.example\"]\nmax_connections_per_run = -1\n", "network.max_connections_per_run: -1; want 1 to 1048576 (0 is the default, 1000)"},
+		{"[network]\nallow = [\"a.example\"]\nconnections_per_second = -5\n", "network.connections_per_second"},
+		{"[network]\nallow = [\"a.example\"]\nmax_records = 5000\n", "network.max_records: 5000; want 1 to 1000"},
 		{"[network]\nallow = [\"a.example\"]\nhosts = { \"a.example\" = \"not-an-ip\" }\n", "network.hosts"},
 		{"[network.secrets.\"a.example\"]\nheader = \"Bad Header\"\nvalue_env = \"K\"\n", "header"},
 		{"[network.secrets.\"a.example\"]\nheader = \"X-Key\"\nvalue_env = \"1K\"\n", "value_env"},

@@ -47,6 +47,10 @@ type Result = sandbox.Result
 // proxy: see sandbox.NetworkRecord.
 type NetworkRecord = sandbox.NetworkRecord
 
+// NetworkTally sums a run's connections of one host and verdict past
+// those it lists one by one: see sandbox.NetworkTally.
+type NetworkTally = sandbox.NetworkTally
+
 // SessionResult is what a run in a session adds to its Result: see
 // sandbox.SessionResult.
 type SessionResult = sandbox.SessionResult

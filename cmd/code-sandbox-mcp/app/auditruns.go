@@ -94,8 +94,9 @@ type runEnded struct {
 	FilesOut       []digest `json:"files_out"`
 	// Network lists the run's connections through its sandbox's proxy,
 	// as its result does; left out for a language with no network.
-	Network []mcpserver.Connection `json:"network,omitzero"`
-	Outcome any                    `json:"outcome"`
+	Network     []mcpserver.Connection `json:"network,omitzero"`
+	NetworkRest []exec.NetworkTally    `json:"network_rest,omitempty"`
+	Outcome     any                    `json:"outcome"`
 }
 
 // wrapRun returns run, recording each run before it starts and after it
@@ -170,7 +171,7 @@ func ended(f runFields, res *exec.Result, err error, d time.Duration) runEnded {
 		e.ExecutionCount, e.SessionEnded = s.ExecutionCount, s.Ended
 	}
 	e.FilesOut = digests(res.Files)
-	e.Network = mcpserver.Connections(res.Network)
+	e.Network, e.NetworkRest = mcpserver.Connections(res.Network), res.NetworkRest
 	e.Outcome = runOutcome{
 		ExitCode: res.ExitCode, Signal: res.Signal, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
 		DurationMs:  res.Duration.Milliseconds(),

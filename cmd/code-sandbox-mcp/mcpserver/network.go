@@ -42,34 +42,44 @@ const maxRefusedShown = 3
 
 // networkLine tells a model which of its connections the proxy refused,
 // and why, since the program may only see a status 403 or a reset; "" if
-// none was.
+// none was. A tally is named as its host, times its count.
 func networkLine(r *exec.Result) string {
 	var refused []string
-	n := 0
-	for _, rec := range r.Network {
-		if rec.Allowed {
-			continue
-		}
-		n++
+	var n, named int64 // refused, and of those the ones named
+	name := func(what string, count int64) {
+		n += count
 		if len(refused) < maxRefusedShown {
-			refused = append(refused, fmt.Sprintf("%s (%s)", hostPort(rec.Host, rec.Port), rec.Reason))
+			refused = append(refused, what)
+			named += count
+		}
+	}
+	for _, rec := range r.Network {
+		if !rec.Allowed {
+			name(fmt.Sprintf("%s (%s)", hostPort(rec.Host, rec.Port), rec.Reason), 1)
+		}
+	}
+	for _, t := range r.NetworkRest {
+		if !t.Allowed {
+			name(fmt.Sprintf("%s %d times (%s)", hostPort(t.Host, 0), t.Connections, t.Reason), t.Connections)
 		}
 	}
 	if n == 0 {
 		return ""
 	}
 	more := ""
-	if n > len(refused) {
-		more = fmt.Sprintf(" and %d more", n-len(refused))
+	if n > named {
+		more = fmt.Sprintf(" and %d more", n-named)
 	}
 	return fmt.Sprintf("[network: the sandbox's proxy refused %s%s]", strings.Join(refused, "; "), more)
 }
 
-// hostPort is host:port, or what the proxy could read of it.
+// hostPort is host:port, or what the proxy read of it: nothing from a
+// connection refused before its request (past a limit), or whose request
+// it could not read.
 func hostPort(host string, port int) string {
 	switch {
 	case host == "":
-		return "a request it could not read"
+		return "a connection whose request it did not read"
 	case port == 0:
 		return host
 	}

@@ -17,6 +17,7 @@ func TestNetworkInResult(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		recs     []exec.NetworkRecord
+		rest     []exec.NetworkTally
 		inJSON   string // in the structured content; "" for no network key
 		inText   string
 		notInTxt string
@@ -33,9 +34,18 @@ func TestNetworkInResult(t *testing.T) {
 			{Host: "ok.example", Port: 80, Method: "GET", Allowed: true, Secret: "Authorization"},
 		}, inJSON: `"secret_header":"Authorization"`,
 			inText: "[network: the sandbox's proxy refused a.example:80 (a.example is not on the allow list); b.example:80 (r); c.example:80 (r) and 1 more]"},
+		{name: "tallied", recs: []exec.NetworkRecord{{Host: "a.example", Port: 80, Method: "GET", Reason: "r"}},
+			rest: []exec.NetworkTally{
+				{Host: "ok.example", Allowed: true, Connections: 7, BytesUp: 70, BytesDown: 700},
+				{Host: "", Connections: 5000, Reason: "over the limit of 1000 connections in one run (max_connections_per_run)"},
+				{Host: "b.example", Connections: 2, Reason: "r"},
+				{Host: "c.example", Connections: 3, Reason: "r"},
+			},
+			inJSON: `"network_rest":[{"host":"ok.example","allowed":true,"connections":7,"bytes_up":70,"bytes_down":700},{"host":"","allowed":false,"connections":5000,"bytes_up":0,"bytes_down":0,"reason":"over the limit of 1000 connections in one run (max_connections_per_run)"}`,
+			inText: "[network: the sandbox's proxy refused a.example:80 (r); a connection whose request it did not read 5000 times (over the limit of 1000 connections in one run (max_connections_per_run)); b.example 2 times (r) and 3 more]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &exec.Result{Language: "python", Stdout: []byte("hi\n"), Network: tc.recs}
+			r := &exec.Result{Language: "python", Stdout: []byte("hi\n"), Network: tc.recs, NetworkRest: tc.rest}
 			res := toolResult(r, lim, retention{}, "")
 			data, err := json.Marshal(res.StructuredContent)
 			if err != nil {

@@ -46,6 +46,9 @@ type runOutput struct {
 	// Network lists the connections through the sandbox's proxy; left
 	// out for a language with no network.
 	Network []Connection `json:"network,omitzero"`
+	// NetworkRest sums the connections past the first max_records that
+	// Network lists, per host and verdict; left out if there were none.
+	NetworkRest []exec.NetworkTally `json:"network_rest,omitempty"`
 	// sessionRun is there for a run in a session only.
 	*sessionRun
 }
@@ -85,7 +88,7 @@ const outputSchema = `{
     "files_dropped": {"type": "integer", "minimum": 0, "description": "Files left out of files: past max_files_out or files_out_bytes, or with a name that is not printable UTF-8."},
     "network": {
       "type": "array",
-      "description": "Present only for a language with a network: every connection the program opened through the sandbox's proxy, allowed or refused, in the order they ended.",
+      "description": "Present only for a language with a network: the connections the program opened through the sandbox's proxy, allowed or refused, in the order they ended; the first max_records of them (100 by default), the rest summed in network_rest.",
       "items": {
         "type": "object",
         "properties": {
@@ -100,6 +103,23 @@ const outputSchema = `{
           "duration_ms": {"type": "integer", "minimum": 0}
         },
         "required": ["host", "port", "method", "allowed", "bytes_up", "bytes_down", "duration_ms"],
+        "additionalProperties": false
+      }
+    },
+    "network_rest": {
+      "type": "array",
+      "description": "Present only when the run opened more connections than network lists: those past them, summed per host and verdict in the order each was first seen; past as many hosts as network lists, the other hosts are summed as \"(other hosts)\".",
+      "items": {
+        "type": "object",
+        "properties": {
+          "host": {"type": "string", "description": "The host the program asked for; empty for requests the proxy could not read."},
+          "allowed": {"type": "boolean", "description": "The proxy connected them upstream."},
+          "connections": {"type": "integer", "minimum": 1},
+          "bytes_up": {"type": "integer", "minimum": 0},
+          "bytes_down": {"type": "integer", "minimum": 0},
+          "reason": {"type": "string", "description": "Why the first of them was refused, or how it ended early; empty if none was."}
+        },
+        "required": ["host", "allowed", "connections", "bytes_up", "bytes_down"],
         "additionalProperties": false
       }
     },
@@ -472,6 +492,7 @@ func toolResult(r *exec.Result, lim config.Limits, kept retention, hint string) 
 		FilesDropped:         r.FilesDropped,
 		Hint:                 hint,
 		Network:              Connections(r.Network),
+		NetworkRest:          r.NetworkRest,
 		sessionRun:           newSessionRun(r),
 	}
 	res := mcp.NewToolResultStructured(out, resultText(r, lim, files.line, hint))

@@ -230,23 +230,32 @@ func (m *Metrics) Run(next RunFunc) RunFunc {
 		m.runDuration.WithLabelValues(req.Language).Observe(time.Since(start).Seconds())
 		m.runs.WithLabelValues(req.Language, outcome(ctx, res, err)).Inc()
 		if res != nil {
-			m.network(req.Language, res.Network)
+			m.network(req.Language, res.Network, res.NetworkRest)
 		}
 		return res, err
 	}
 }
 
-// network counts a run's connections through its proxy.
-func (m *Metrics) network(lang string, recs []exec.NetworkRecord) {
+// network counts a run's connections through its proxy, those it lists
+// and those it tallies.
+func (m *Metrics) network(lang string, recs []exec.NetworkRecord, rest []exec.NetworkTally) {
 	var up, down int64
-	for _, r := range recs {
+	count := func(allowed bool, n int64) {
 		result := "refused"
-		if r.Allowed {
+		if allowed {
 			result = "allowed"
 		}
-		m.netConns.WithLabelValues(lang, result).Inc()
+		m.netConns.WithLabelValues(lang, result).Add(float64(n))
+	}
+	for _, r := range recs {
+		count(r.Allowed, 1)
 		up += r.BytesUp
 		down += r.BytesDown
+	}
+	for _, t := range rest {
+		count(t.Allowed, t.Connections)
+		up += t.BytesUp
+		down += t.BytesDown
 	}
 	if up > 0 || down > 0 {
 		m.netBytes.WithLabelValues(lang, "up").Add(float64(up))

@@ -267,6 +267,9 @@ func TestNetworkCounts(t *testing.T) {
 			{Host: "a.example", Allowed: true, BytesUp: 10, BytesDown: 100},
 			{Host: "b.example", Allowed: true, BytesUp: 5, BytesDown: 50},
 			{Host: "c.example"},
+		}, NetworkRest: []exec.NetworkTally{
+			{Host: "a.example", Allowed: true, Connections: 3, BytesUp: 1, BytesDown: 2},
+			{Host: "", Connections: 4000, Reason: "over the limit"},
 		}}, nil
 	})
 	if _, err := run(context.Background(), exec.Request{Language: "python"}); err != nil {
@@ -277,10 +280,10 @@ func TestNetworkCounts(t *testing.T) {
 		l    []string
 		want float64
 	}{
-		{m.netConns, []string{"python", "allowed"}, 2},
-		{m.netConns, []string{"python", "refused"}, 1},
-		{m.netBytes, []string{"python", "up"}, 15},
-		{m.netBytes, []string{"python", "down"}, 150},
+		{m.netConns, []string{"python", "allowed"}, 5},
+		{m.netConns, []string{"python", "refused"}, 4001},
+		{m.netBytes, []string{"python", "up"}, 16},
+		{m.netBytes, []string{"python", "down"}, 152},
 	} {
 		if got := testutil.ToFloat64(tc.v.WithLabelValues(tc.l...)); got != tc.want {
 			t.Errorf("%v: got %v; want %v", tc.l, got, tc.want)

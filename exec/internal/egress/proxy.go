@@ -25,14 +25,21 @@ type Secret struct {
 	Value  string // the whole value, such as "Bearer " and the key
 }
 
-// Limits bound what one Proxy (one sandbox) may use. A zero MaxConns or
-// MaxBytes is no limit; a zero ConnectTimeout is 10 s, a zero
-// IdleTimeout a minute.
+// Limits bound what one Proxy (one sandbox) may use. A zero MaxConns,
+// MaxBytes, MaxPerRun or PerSecond is no limit; a zero ConnectTimeout is
+// 10 s, a zero IdleTimeout a minute.
 type Limits struct {
 	MaxConns       int           // connections open at once
 	MaxBytes       int64         // bytes both ways over the proxy's life
 	ConnectTimeout time.Duration // name resolution, and the upstream dial
 	IdleTimeout    time.Duration // no byte from one side for this long ends a connection
+	// MaxPerRun bounds the connections served in one run (from the
+	// proxy's start or its last NewRun); PerSecond the rate at which new
+	// ones are served, in bursts of up to a second's worth. A connection
+	// past either is closed as soon as it is accepted, unread, and
+	// recorded with the limit's reason.
+	MaxPerRun int
+	PerSecond int
 }
 
 // Record is what a Proxy tells of one connection a sandbox opened
@@ -47,6 +54,10 @@ type Record struct {
 	BytesUp   int64         `json:"bytes_up"`
 	BytesDown int64         `json:"bytes_down"`
 	Duration  time.Duration `json:"duration_ns"`
+	// Limit is set where one of the proxy's limits refused or ended the
+	// connection; Reason then says which, in the same words for every
+	// connection it did.
+	Limit bool `json:"-"`
 }
 
 // Proxy is one sandbox's way out: an HTTP proxy that speaks CONNECT (for
@@ -85,6 +96,43 @@ type Proxy struct {
 	live  atomic.Int64 // connections accepted and not yet recorded
 	open  atomic.Int64
 	bytes atomic.Int64
+
+	mu     sync.Mutex
+	served int       // connections served in this run (see MaxPerRun)
+	due    time.Time // when the next is due at PerSecond, with no burst
+}
+
+// NewRun starts a new run for MaxPerRun: the connections served so far
+// no longer count.
+func (p *Proxy) NewRun() {
+	p.mu.Lock()
+	p.served = 0
+	p.mu.Unlock()
+}
+
+// admit counts a new connection against MaxPerRun and PerSecond, or
+// says why it is refused; a refused one counts against neither.
+func (p *Proxy) admit(now time.Time) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.Limits.MaxPerRun; l > 0 && p.served >= l {
+		return fmt.Sprintf("over the limit of %d connections in one run (max_connections_per_run)", l)
+	}
+	if r := p.Limits.PerSecond; r > 0 {
+		// A virtual schedule (GCRA): each connection moves the next
+		// one's due time on by 1/r; a connection may come up to a
+		// second before it is due.
+		every := time.Second / time.Duration(r)
+		if p.due.Before(now) {
+			p.due = now
+		}
+		if p.due.Sub(now)+every > time.Second {
+			return fmt.Sprintf("over the rate of %d new connections a second (connections_per_second)", r)
+		}
+		p.due = p.due.Add(every)
+	}
+	p.served++
+	return ""
 }
 
 // Live counts the connections accepted whose Record has not been told
@@ -102,6 +150,16 @@ func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
 				return nil
 			}
 			return err
+		}
+		// Past the run's bound or the rate, a connection is closed at
+		// once, unread, in this loop: a flood of them costs the server
+		// an accept and a close each, no goroutine, no read.
+		if why := p.admit(time.Now()); why != "" {
+			c.Close()
+			if p.Record != nil {
+				p.Record(Record{Reason: why, Limit: true})
+			}
+			continue
 		}
 		p.conns.Add(1)
 		p.live.Add(1)
@@ -139,7 +197,7 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 	}()
 	if n := p.open.Add(1); p.Limits.MaxConns > 0 && n > int64(p.Limits.MaxConns) {
 		p.open.Add(-1)
-		rec.Reason = fmt.Sprintf("over the limit of %d connections at once", p.Limits.MaxConns)
+		rec.Reason, rec.Limit = fmt.Sprintf("over the limit of %d connections at once", p.Limits.MaxConns), true
 		writeStatus(c, http.StatusServiceUnavailable, rec.Reason)
 		return
 	}
@@ -166,6 +224,9 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 	}
 	if err != nil {
 		rec.Reason = err.Error()
+		if errors.Is(err, errBytes) {
+			rec.Reason, rec.Limit = errBytes.Error(), true
+		}
 		var r *refusal
 		if errors.As(err, &r) {
 			writeStatus(c, r.status, r.err.Error())

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -284,6 +286,97 @@ func TestConnectionLimit(t *testing.T) {
 	body, _ := io.ReadAll(br)
 	if status != http.StatusServiceUnavailable || !strings.Contains(string(body), "1 connections at once") {
 		t.Errorf("second: got %d %q; want 503 naming the limit", status, body)
+	}
+}
+
+// Past MaxPerRun connections in a run, the next are closed as soon as
+// accepted, unread, and recorded with the limit's reason; NewRun starts
+// the count again.
+func TestRunLimit(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	f := newFixture(t, []string{"api.test"}, nil, map[string]netip.Addr{"api.test": upstreamAddr}, up.Listener.Addr().String(), Limits{MaxPerRun: 3})
+	get := func() (int, error) {
+		res, err := f.client(nil).Get("http://api.test/")
+		if err != nil {
+			return 0, err
+		}
+		defer res.Body.Close()
+		io.Copy(io.Discard, res.Body)
+		return res.StatusCode, nil
+	}
+	const why = "over the limit of 3 connections in one run (max_connections_per_run)"
+	for i := range 5 {
+		status, err := get()
+		r := f.record(t)
+		if i < 3 && (status != 200 || !r.Allowed) {
+			t.Errorf("connection %d: got %d %v, record %+v; want 200", i+1, status, err, r)
+		}
+		if i >= 3 && (err == nil || r.Allowed || r.Reason != why || !r.Limit) {
+			t.Errorf("connection %d: got %d %v, record %+v; want it closed, and recorded with %q", i+1, status, err, r, why)
+		}
+	}
+	if n := f.upstream.Load(); n != 3 {
+		t.Errorf("%d connections upstream; want 3", n)
+	}
+	f.proxy.NewRun()
+	if status, err := get(); status != 200 {
+		t.Errorf("after NewRun: got %d %v; want 200", status, err)
+	}
+}
+
+// New connections are served at PerSecond, in bursts of up to a
+// second's worth; those over the rate are closed as soon as accepted,
+// and recorded with the limit's reason.
+func TestRateLimit(t *testing.T) {
+	p := &Proxy{Limits: Limits{PerSecond: 10}}
+	t0 := time.Unix(1000, 0)
+	for i := range 10 {
+		if why := p.admit(t0); why != "" {
+			t.Fatalf("connection %d of a burst of 10: refused (%s)", i+1, why)
+		}
+	}
+	const why = "over the rate of 10 new connections a second (connections_per_second)"
+	for _, tc := range []struct {
+		at    time.Duration
+		admit bool
+	}{
+		{0, false},
+		{99 * time.Millisecond, false},
+		{100 * time.Millisecond, true},
+		{150 * time.Millisecond, false},
+		{200 * time.Millisecond, true},
+		{10 * time.Second, true}, // idle long enough for a whole burst again
+	} {
+		if got := p.admit(t0.Add(tc.at)); (got == "") != tc.admit || (!tc.admit && got != why) {
+			t.Errorf("at %s: got %q; want admitted %v (or %q)", tc.at, got, tc.admit, why)
+		}
+	}
+	for i := range 9 {
+		if why := p.admit(t0.Add(10 * time.Second)); why != "" {
+			t.Fatalf("connection %d of a second burst: refused (%s)", i+2, why)
+		}
+	}
+	if p.admit(t0.Add(10*time.Second)) == "" {
+		t.Error("an 11th connection of the second burst was admitted")
+	}
+
+	// Served: the second connection within a second, at 1 a second.
+	f := newFixture(t, []string{"example.com"}, nil, map[string]netip.Addr{"example.com": upstreamAddr}, "127.0.0.1:1", Limits{PerSecond: 1})
+	if _, _, status := connectRaw(t, f, "example.com:443"); status != 200 { // held open, waiting for a ClientHello
+		t.Fatalf("first: got %d; want 200", status)
+	}
+	second, err := net.Dial("tcp", f.url.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	second.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if n, err := second.Read(make([]byte, 1)); n != 0 || err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("second: read %d bytes, %v; want the connection closed", n, err)
+	}
+	if r := f.record(t); r.Allowed || r.Reason != "over the rate of 1 new connections a second (connections_per_second)" || !r.Limit {
+		t.Errorf("record %+v; want the refusal for the rate", r)
 	}
 }
 

@@ -99,7 +99,7 @@ func (s *Sandbox) Execute(ctx context.Context, code string, files []workspace.Fi
 	// and its connections with the proxy, now, so that every one is in
 	// the result.
 	s.closeNetwork()
-	res.Network = s.Network()
+	res.Network, res.NetworkRest = s.Network()
 	res.Stdout, res.StdoutDropped = s.stdout.Bytes()
 	res.Stderr, res.StderrDropped = s.stderr.Bytes()
 	lim := s.lang.Limits

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"code-sandbox-mcp/config"
@@ -22,12 +21,17 @@ import (
 // NetworkRecord is one connection a sandbox opened through its proxy.
 type NetworkRecord = egress.Record
 
+// NetworkTally sums the connections of one host and verdict past a run's
+// first records (config.Network.MaxRecords).
+type NetworkTally = egress.Tally
+
 // Egress is how the sandboxes of one language reach out, read once from
 // its configuration: the proxy's policy, its limits, the names it pins
 // and the secrets it adds. Each sandbox gets a proxy of its own on it.
 type Egress struct {
 	Policy  *egress.Policy
 	Limits  egress.Limits
+	Keep    int // records kept in full per run (config.Network.MaxRecords)
 	Hosts   map[string]netip.Addr
 	Secrets map[string]egress.Secret
 	// Intercept names the hosts whose TLS the proxy terminates, with
@@ -61,13 +65,20 @@ func newEgress(n *config.Network, lookup func(string) (string, bool), pass []str
 		return nil, err
 	}
 	p.RefuseHost(own)
+	keep := n.MaxRecords
+	if keep == 0 {
+		keep = config.DefaultNetworkRecords
+	}
 	e := &Egress{
 		Policy: p,
 		Limits: egress.Limits{
 			MaxConns:    n.MaxConnections,
 			MaxBytes:    int64(n.MaxBytes),
 			IdleTimeout: time.Duration(n.IdleTimeout),
+			MaxPerRun:   n.MaxConnectionsPerRun,
+			PerSecond:   n.ConnectionsPerSecond,
 		},
+		Keep:    keep,
 		Hosts:   map[string]netip.Addr{},
 		Secrets: map[string]egress.Secret{},
 	}
@@ -179,9 +190,7 @@ type network struct {
 	cancel context.CancelFunc
 	served chan struct{}
 
-	mu      sync.Mutex
-	records []NetworkRecord
-	taken   int // records already handed out by Network
+	records *egress.Records // since the last Network
 }
 
 // openNetwork makes the network of a sandbox whose language has one: its
@@ -207,6 +216,7 @@ func (s *Sandbox) openNetwork() error {
 		return err
 	}
 	n.ns, n.served = ns, make(chan struct{})
+	n.records = &egress.Records{Keep: e.Keep}
 	n.proxy = &egress.Proxy{
 		Policy:    e.Policy,
 		Limits:    e.Limits,
@@ -220,11 +230,14 @@ func (s *Sandbox) openNetwork() error {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		},
 		Record: func(r egress.Record) {
-			s.h.Log.Debug("network connection", "run", s.id, "host", r.Host, "port", r.Port, "method", r.Method,
-				"allowed", r.Allowed, "reason", r.Reason, "bytes_up", r.BytesUp, "bytes_down", r.BytesDown, "took", r.Duration)
-			n.mu.Lock()
-			n.records = append(n.records, r)
-			n.mu.Unlock()
+			if n.records.Add(r) && r.Limit {
+				// One line a limit and run: a flood makes thousands.
+				s.h.Log.Info("a sandbox's network reached a limit", "run", s.id, "reason", r.Reason)
+			}
+			if !r.Limit {
+				s.h.Log.Debug("network connection", "run", s.id, "host", r.Host, "port", r.Port, "method", r.Method,
+					"allowed", r.Allowed, "reason", r.Reason, "bytes_up", r.BytesUp, "bytes_down", r.BytesDown, "took", r.Duration)
+			}
 		},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -333,28 +346,30 @@ func HostRoots() []byte {
 // closing, or open, to end.
 const settleTimeout = 200 * time.Millisecond
 
-// Network returns the records of the connections that ended since the
-// last call, in the order they ended; nil for a sandbox with no network.
-// It waits up to settleTimeout for those still open, or closing, to end:
-// a cell's program closed its connections as it finished, but the proxy
-// sees each end a moment later. One still open then (a process left
-// running holds it) is in a later call's records.
-func (s *Sandbox) Network() []NetworkRecord {
+// Network returns what the proxy told of the connections that ended
+// since the last call, the run's, and starts a new run for the proxy's
+// per-run bound: the first records (Egress.Keep) in the order they
+// ended, and the rest tallied per host and verdict; nil and nil for a
+// sandbox with no network, and an empty list of records for a run that
+// opened no connection. It waits up to settleTimeout for those still
+// open, or closing, to end: a cell's program closed its connections as
+// it finished, but the proxy sees each end a moment later. One still
+// open then (a process left running holds it) is in a later call's
+// records.
+func (s *Sandbox) Network() ([]NetworkRecord, []NetworkTally) {
 	n := s.net
 	if n == nil {
-		return nil
+		return nil, nil
 	}
 	for deadline := time.Now().Add(settleTimeout); n.proxy.Live() > 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	out := slices.Clone(n.records[n.taken:])
-	n.taken = len(n.records)
+	n.proxy.NewRun()
+	out, rest := n.records.Take()
 	if out == nil {
 		out = []NetworkRecord{}
 	}
-	return out
+	return out, rest
 }
 
 // closeNetwork ends the sandbox's connections, stops its proxy and

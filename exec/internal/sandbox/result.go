@@ -52,6 +52,10 @@ type Result struct {
 	// with no network. A session's cell lists those that ended while it
 	// ran, or before it and after the previous cell's result.
 	Network []NetworkRecord
+	// NetworkRest sums, per host and verdict, the connections past the
+	// first ones (config.Network.MaxRecords) that Network lists; nil if
+	// there were none past them.
+	NetworkRest []NetworkTally
 	// Session is set for a run in a session.
 	Session *SessionResult
 }

@@ -160,8 +160,8 @@ func (ss *Session) result(c cellOutcome, timeout time.Duration) *sandbox.Result 
 		Stderr: c.stderr, StderrDropped: c.stderrDropped,
 		Timeout: timeout, Duration: c.took,
 		TimedOut: c.timedOut,
-		Network:  ss.sb.Network(),
 	}
+	res.Network, res.NetworkRest = ss.sb.Network()
 	switch {
 	case c.gone:
 		res.ExitCode = int(ss.code)
