@@ -97,6 +97,41 @@ type mcpServer struct {
 	stateDir string
 	// cmd is the server's process, over stdio; nil over HTTP.
 	cmd *osexec.Cmd
+	// frames measures what the server sent on stdout; nil over HTTP.
+	frames *lineMeter
+}
+
+// lineMeter reads through to r, and keeps the length of the longest line
+// read: over stdio, the largest message the server sent.
+type lineMeter struct {
+	r       io.Reader
+	mu      sync.Mutex
+	current int64 // bytes of the line under way
+	longest int64
+}
+
+func (m *lineMeter) Read(p []byte) (int, error) {
+	n, err := m.r.Read(p)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, b := range p[:n] {
+		if b == '\n' {
+			m.longest = max(m.longest, m.current)
+			m.current = 0
+			continue
+		}
+		m.current++
+	}
+	m.longest = max(m.longest, m.current)
+	return n, err
+}
+
+// Longest is the length of the longest line read so far, its newline
+// left out.
+func (m *lineMeter) Longest() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.longest
 }
 
 // toolResult is a call's result, decoded.
@@ -131,8 +166,9 @@ type toolResult struct {
 		ExpiresAt          string `json:"expires_at"`
 		SessionEnded       string `json:"session_ended"`
 		BackgroundOOMKills int    `json:"background_oom_kills"`
-		// A language with a network adds this.
-		Network []networkRecord `json:"network"`
+		// A language with a network adds these.
+		Network     []networkRecord `json:"network"`
+		NetworkRest []networkTally  `json:"network_rest"`
 	}
 	hasOut bool
 	// images, resources and links are the blocks after the text: the

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"crypto/rand"
+	"encoding/json"
 	"crypto/tls"
 	"encoding/hex"
 	"encoding/pem"
@@ -31,6 +32,16 @@ type networkRecord struct {
 	BytesUp      int64  `json:"bytes_up"`
 	BytesDown    int64  `json:"bytes_down"`
 	DurationMs   int64  `json:"duration_ms"`
+}
+
+// networkTally is one entry of a result's network_rest list.
+type networkTally struct {
+	Host        string `json:"host"`
+	Allowed     bool   `json:"allowed"`
+	Connections int64  `json:"connections"`
+	BytesUp     int64  `json:"bytes_up"`
+	BytesDown   int64  `json:"bytes_down"`
+	Reason      string `json:"reason"`
 }
 
 // The opt-in network (issue 31), on a network this test makes: two
@@ -581,5 +592,162 @@ for host in ('api', 'late'):
 		return rec.Host == "late.test.example" && !rec.Allowed && strings.Contains(rec.Reason, wantReason)
 	}) {
 		t.Errorf("no record of late.test.example refused with %q in %+v", wantReason, r.out.Network)
+	}
+}
+
+// floodProgram opens a connection to its sandbox's proxy and closes it
+// at once, as fast as it can, for the seconds given (%d), and prints how
+// many it made and how many failed: one is open at a time, so
+// max_connections never applies.
+const floodProgram = `
+import os, socket, time
+host, port = os.environ['HTTP_PROXY'].split('//')[1].rsplit(':', 1)
+made = failed = 0
+end = time.monotonic() + %d
+while time.monotonic() < end:
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        made += 1
+    except OSError:
+        failed += 1
+print('made', made, 'failed', failed)
+`
+
+// A program that only opens and closes connections to its proxy, as fast
+// as it can, for 12 s (issue 44; ~145,000 connections before the bounds,
+// a result and an audit record of 18 MiB each, 260 MiB more for the
+// server) leaves the server's memory within 20 MiB of what it was, and
+// every message under 1 MiB: the result lists the first max_records (100)
+// connections, and tallies the rest per host and verdict, the refusals
+// for max_connections_per_run (1000) and connections_per_second (100)
+// apart, so that they are counted, and say so. The audit record and the
+// metrics count the same. Then the same in two cells of a session,
+// 4 s each: each cell's records are its own. The client keeps its
+// connection throughout.
+func TestNetworkFloodIsBounded(t *testing.T) {
+	onBothDaemons(t, daemonTasks)
+	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
+	s := startMCP(t, serverSpec{config: "[network]\nallow = [\"api.test.example\"]\n" + fmt.Sprintf("[audit]\npath = %q\n", auditLog)})
+	ctx := testContext(t)
+	pid := s.cmd.Process.Pid
+	flood := func(seconds int, session string) (toolResult, int64) {
+		t.Helper()
+		args := map[string]any{"code": fmt.Sprintf(floodProgram, seconds), "timeout_seconds": scaled(seconds + 30)}
+		if session != "" {
+			args["session_id"] = session
+		}
+		r := s.call(ctx, t, "run_python_code", args)
+		var made, failed int64
+		if _, err := fmt.Sscanf(r.out.Stdout, "made %d failed %d\n", &made, &failed); err != nil || r.isError {
+			t.Fatalf("the flood printed %q (stderr %q, error %v): %v", r.out.Stdout, r.out.Stderr, r.isError, err)
+		}
+		var counted int64 = int64(len(r.out.Network))
+		for _, tl := range r.out.NetworkRest {
+			counted += tl.Connections
+		}
+		t.Logf("%d s: made %d connections (%d failed), recorded %d: %d listed, %d tallies %+v", seconds, made, failed, counted, len(r.out.Network), len(r.out.NetworkRest), r.out.NetworkRest)
+		// Each connection made is counted once, in this run: those the
+		// proxy had not accepted yet when the program ended may be left
+		// out, and those that failed on the program's side after the
+		// proxy had them may be in.
+		if counted > made+failed || counted < made-made/50 {
+			t.Errorf("%d connections made (%d failed), %d recorded; want each counted once", made, failed, counted)
+		}
+		if len(r.out.Network) != 100 {
+			t.Errorf("%d connections listed; want the first 100 (max_records)", len(r.out.Network))
+		}
+		return r, made
+	}
+	hasTally := func(r toolResult, reason string) bool {
+		return slices.ContainsFunc(r.out.NetworkRest, func(tl networkTally) bool { return !tl.Allowed && tl.Reason == reason && tl.Connections > 0 })
+	}
+	const (
+		overRun  = "over the limit of 1000 connections in one run (max_connections_per_run)"
+		overRate = "over the rate of 100 new connections a second (connections_per_second)"
+	)
+
+	// Its start: after a first run, which builds what a server builds
+	// once (the tools' schemas, the audit log's writer) and a proxy.
+	flood(1, "")
+	base, err := rssOf(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var peak atomic.Int64
+	peak.Store(base)
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			if v, err := rssOf(pid); err == nil && v > peak.Load() {
+				peak.Store(v)
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	r, _ := flood(12, "")
+	id := createSession(t, s, "python")
+	cells := []toolResult{}
+	for range 2 {
+		c, _ := flood(4, id)
+		cells = append(cells, c)
+	}
+	closeSession(t, s, id)
+	close(stop)
+	<-sampled
+	t.Logf("server RSS: %d KiB at its start, %d KiB at the most during the floods", base>>10, peak.Load()>>10)
+	if grew := peak.Load() - base; grew > 20<<20 {
+		t.Errorf("the server's RSS grew by %d KiB during the floods; want at most 20 MiB", grew>>10)
+	}
+	if !hasTally(r, overRun) || !hasTally(r, overRate) {
+		t.Errorf("the 12 s flood's tallies %+v; want refusals for %q and for %q", r.out.NetworkRest, overRun, overRate)
+	}
+	for i, c := range cells {
+		if !hasTally(c, overRate) {
+			t.Errorf("cell %d's tallies %+v; want refusals for %q", i+1, c.out.NetworkRest, overRate)
+		}
+	}
+	if !strings.Contains(r.text, "[network: the sandbox's proxy refused") || !strings.Contains(r.text, "more]") {
+		t.Errorf("the result's text %q does not say how many connections the proxy refused", r.text)
+	}
+	if n := s.frames.Longest(); n >= 1<<20 {
+		t.Errorf("the server sent a message of %d bytes; want every one under 1 MiB", n)
+	}
+
+	// The client keeps its connection, and the server goes on.
+	if after := s.call(ctx, t, "run_python_code", code("print('still here')")); after.out.Stdout != "still here\n" {
+		t.Errorf("a run after the floods printed %q (stderr %q)", after.out.Stdout, after.out.Stderr)
+	}
+	lines, recs := readAudit(t, auditLog)
+	ended := 0
+	for i, rec := range recs {
+		if rec["event"] != "run_ended" {
+			continue
+		}
+		ended++
+		if len(lines[i]) >= 1<<20 {
+			t.Errorf("audit record %d (run_ended) is %d bytes; want under 1 MiB", i, len(lines[i]))
+		}
+	}
+	if ended < 5 {
+		t.Errorf("%d run_ended records in the audit log; want one for each of the 5 runs", ended)
+	}
+	// The 12 s flood's record (the one run past max_connections_per_run)
+	// counts what its result does.
+	var found [][]networkTally
+	for _, a := range recs {
+		data, _ := json.Marshal(a["network_rest"])
+		var tallies []networkTally
+		if a["event"] == "run_ended" && json.Unmarshal(data, &tallies) == nil &&
+			slices.ContainsFunc(tallies, func(tl networkTally) bool { return tl.Reason == overRun }) {
+			found = append(found, tallies)
+		}
+	}
+	if len(found) != 1 || !slices.Equal(found[0], r.out.NetworkRest) {
+		t.Errorf("the audit log's run_ended records past max_connections_per_run have network_rest %+v; want one, the 12 s flood's %+v", found, r.out.NetworkRest)
 	}
 }

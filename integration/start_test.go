@@ -188,7 +188,8 @@ func startMCPVersion(t *testing.T, spec serverSpec, until func(func()), version 
 	// destroying its pools on the way out was seen to need more; killed,
 	// it left its sandboxes behind.
 	inW, outR, exited := startPiped(t, cmd)
-	c := client.NewClient(transport.NewIO(outR, inW, nil))
+	frames := &lineMeter{r: outR}
+	c := client.NewClient(transport.NewIO(frames, inW, nil))
 	until(func() {
 		assertNoLeftovers(t, stateDir)
 		if strings.Contains(stderr.String(), "panic") {
@@ -224,7 +225,7 @@ func startMCPVersion(t *testing.T, spec serverSpec, until func(func()), version 
 	if ir.ServerInfo.Name != "code-sandbox-mcp" {
 		t.Errorf("server name %q; want code-sandbox-mcp", ir.ServerInfo.Name)
 	}
-	return &mcpServer{c: c, stderr: stderr, watch: watch, stateDir: stateDir, cmd: cmd}
+	return &mcpServer{c: c, stderr: stderr, watch: watch, stateDir: stateDir, cmd: cmd, frames: frames}
 }
 
 // startPiped starts cmd with its standard input and output on pipes of
