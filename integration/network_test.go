@@ -555,6 +555,7 @@ func TestFaultServerKilledWithNetworkSandboxes(t *testing.T) {
 // namespace, which newUpstream made; the address is added to its veth,
 // and a listener of the test's waits there, which no connection reaches.
 func TestNetworkHostAddressAddedLater(t *testing.T) {
+	onBothDaemons(t, daemonTasks) // the sandbox joins its namespace through the runtime the shim runs
 	up := newUpstream(t)
 	const late = "198.51.100.50"
 	s := startMCP(t, serverSpec{netns: up.netns, config: `
@@ -625,7 +626,7 @@ print('made', made, 'failed', failed)
 // 4 s each: each cell's records are its own. The client keeps its
 // connection throughout.
 func TestNetworkFloodIsBounded(t *testing.T) {
-	onBothDaemons(t, daemonTasks)
+	onBothDaemons(t, daemonTasks) // as TestNetworkHostAddressAddedLater
 	auditLog := filepath.Join(t.TempDir(), "audit.jsonl")
 	s := startMCP(t, serverSpec{config: "[network]\nallow = [\"api.test.example\"]\n" + fmt.Sprintf("[audit]\npath = %q\n", auditLog)})
 	ctx := testContext(t)
