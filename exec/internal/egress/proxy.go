@@ -16,7 +16,10 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Secret is one header the proxy sets for one host.
@@ -97,9 +100,36 @@ type Proxy struct {
 	open  atomic.Int64
 	bytes atomic.Int64
 
-	mu     sync.Mutex
-	served int       // connections served in this run (see MaxPerRun)
-	due    time.Time // when the next is due at PerSecond, with no burst
+	mu       sync.Mutex
+	served   int          // connections served in this run (see MaxPerRun)
+	due      time.Time    // when the next is due at PerSecond, with no burst
+	listener net.Listener // Serve's
+}
+
+// Pending counts the connections that wait in the accept queue of the
+// listener Serve accepts from: made by the client, not yet accepted. It
+// is 0 where it cannot tell (no TCP listener, no TCP_INFO).
+func (p *Proxy) Pending() int {
+	p.mu.Lock()
+	l := p.listener
+	p.mu.Unlock()
+	sc, ok := l.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	rc.Control(func(fd uintptr) {
+		// For a listening socket, Linux gives the accept queue's length
+		// as tcpi_unacked.
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			n = int(info.Unacked)
+		}
+	})
+	return n
 }
 
 // NewRun starts a new run for MaxPerRun: the connections served so far
@@ -142,6 +172,9 @@ func (p *Proxy) Live() int { return int(p.live.Load()) }
 // Serve accepts connections on l until it is closed, and then waits for
 // the connections under way, which end once ctx does.
 func (p *Proxy) Serve(ctx context.Context, l net.Listener) error {
+	p.mu.Lock()
+	p.listener = l
+	p.mu.Unlock()
 	defer p.conns.Wait()
 	for {
 		c, err := l.Accept()

@@ -614,3 +614,38 @@ func TestLongDownloadIsNotIdle(t *testing.T) {
 		t.Errorf("got %d of %d chunks (%v) over %d ms with an idle timeout of 600 ms", n, chunks, err, chunks*100)
 	}
 }
+
+// Pending counts the connections made and not yet accepted: those a run's
+// end waits for, so that each is recorded.
+func TestPending(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	p := &Proxy{listener: l}
+	if n := p.Pending(); n != 0 {
+		t.Errorf("pending before any connection: %d", n)
+	}
+	for range 3 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	if n := p.Pending(); n != 3 {
+		t.Errorf("pending after 3 connections: %d; want 3", n)
+	}
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if n := p.Pending(); n != 2 {
+		t.Errorf("pending after 1 of 3 accepted: %d; want 2", n)
+	}
+	if n := (&Proxy{}).Pending(); n != 0 {
+		t.Errorf("pending without a listener: %d; want 0", n)
+	}
+}

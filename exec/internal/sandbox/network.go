@@ -343,16 +343,30 @@ func HostRoots() []byte {
 }
 
 // settleTimeout bounds Network's wait for the connections that are
-// closing, or open, to end.
-const settleTimeout = 200 * time.Millisecond
+// closing, or open, to end; acceptTimeout the wait of Network and
+// closeNetwork for the proxy to accept those made and not accepted yet,
+// which a flood leaves (the proxy closes and records those past its
+// limits in its accept loop, thousands a second).
+const (
+	settleTimeout = 200 * time.Millisecond
+	acceptTimeout = 2 * time.Second
+)
+
+// awaitAccepts waits up to acceptTimeout for the proxy's accept queue to empty.
+func (n *network) awaitAccepts() {
+	for deadline := time.Now().Add(acceptTimeout); n.proxy.Pending() > 0 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
 
 // Network returns what the proxy told of the connections that ended
 // since the last call, the run's, and starts a new run for the proxy's
 // per-run bound: the first records (Egress.Keep) in the order they
 // ended, and the rest tallied per host and verdict; nil and nil for a
 // sandbox with no network, and an empty list of records for a run that
-// opened no connection. It waits up to settleTimeout for those still
-// open, or closing, to end: a cell's program closed its connections as
+// opened no connection. It waits up to acceptTimeout for the proxy to
+// accept the connections made, and then up to settleTimeout for those
+// still open, or closing, to end: a cell's program closed its connections as
 // it finished, but the proxy sees each end a moment later. One still
 // open then (a process left running holds it) is in a later call's
 // records.
@@ -361,6 +375,7 @@ func (s *Sandbox) Network() ([]NetworkRecord, []NetworkTally) {
 	if n == nil {
 		return nil, nil
 	}
+	n.awaitAccepts()
 	for deadline := time.Now().Add(settleTimeout); n.proxy.Live() > 0 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -372,14 +387,16 @@ func (s *Sandbox) Network() ([]NetworkRecord, []NetworkTally) {
 	return out, rest
 }
 
-// closeNetwork ends the sandbox's connections, stops its proxy and
-// removes its namespace's mount; the namespace goes with its last
+// closeNetwork waits up to acceptTimeout for the proxy to accept the
+// connections made, ends them, stops its proxy and removes its
+// namespace's mount; the namespace goes with its last
 // process. It is a no-op for a sandbox with no network, or once done.
 func (s *Sandbox) closeNetwork() {
 	n := s.net
 	if n == nil || n.cancel == nil {
 		return
 	}
+	n.awaitAccepts()
 	n.cancel()
 	n.cancel = nil
 	if err := n.ns.Close(); err != nil {
