@@ -16,23 +16,7 @@ import (
 // (cgroup v1) cannot have; make test-cgroupv2 runs the real one
 // (TestOOMIsReported under the systemd driver).
 func TestOOMCountOutlivesItsCgroup(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := NewOOMs(ctx, slog.New(slog.DiscardHandler))
-	defer func() {
-		cancel()
-		w.Wait()
-	}()
-	if w.f == nil {
-		t.Fatal("no inotify instance")
-	}
-	dir := filepath.Join(t.TempDir(), "scope")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	events := filepath.Join(dir, "memory.events")
-	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	w, dir, events := newScope(t, "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
 	c := w.Track(dir)
 	if n, ok := c.Kills(); !ok || n != 0 {
 		t.Fatalf("kills at start: %d %v; want 0 true", n, ok)
@@ -68,20 +52,7 @@ func TestOOMCountOutlivesItsCgroup(t *testing.T) {
 // same, by the rereads that follow the word before it. A rename stands in
 // for the wordless change: the watch is on the old file's inode.
 func TestOOMCountRereadAfterAWord(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	w := NewOOMs(ctx, slog.New(slog.DiscardHandler))
-	defer func() {
-		cancel()
-		w.Wait()
-	}()
-	dir := filepath.Join(t.TempDir(), "scope")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	events := filepath.Join(dir, "memory.events")
-	if err := os.WriteFile(events, []byte("max 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	w, dir, events := newScope(t, "max 0\noom 0\noom_kill 0\n")
 	c := w.Track(dir)
 	defer w.Untrack(c)
 	if err := os.WriteFile(events, []byte("max 3\noom 1\noom_kill 0\n"), 0o644); err != nil {
@@ -104,4 +75,29 @@ func TestOOMCountRereadAfterAWord(t *testing.T) {
 			t.Fatal("the kill counted without a word was not read within 1s of the word before it")
 		}
 	}
+}
+
+// newScope starts an OOM watch, stopped when the test ends, and makes a
+// directory standing in for a cgroup, whose memory.events (a regular
+// file) holds content.
+func newScope(t *testing.T, content string) (w *OOMs, dir, events string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w = NewOOMs(ctx, slog.New(slog.DiscardHandler))
+	t.Cleanup(func() {
+		cancel()
+		w.Wait()
+	})
+	if w.f == nil {
+		t.Fatal("no inotify instance")
+	}
+	dir = filepath.Join(t.TempDir(), "scope")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	events = filepath.Join(dir, "memory.events")
+	if err := os.WriteFile(events, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return w, dir, events
 }
