@@ -260,3 +260,27 @@ func TestStreamsReleased(t *testing.T) {
 	default:
 	}
 }
+
+// A program killed by SIGKILL (the OOM killer's signal) holds the init,
+// and the sandbox's cgroup with it, about half a second, so that the
+// server reads the cgroup's count of OOM kills before a systemd scope
+// goes; any other end does not, and the status is the program's either
+// way.
+func TestLingerAfterSIGKILL(t *testing.T) {
+	for _, tt := range []struct {
+		script   string
+		want     int
+		min, max time.Duration
+	}{
+		{"kill -KILL $$", 128 + int(syscall.SIGKILL), 450 * time.Millisecond, 5 * time.Second},
+		{"kill -TERM $$", 128 + int(syscall.SIGTERM), 0, 400 * time.Millisecond},
+		{"exit 3", 3, 0, 400 * time.Millisecond},
+	} {
+		start := time.Now()
+		got := exitCode(t, initCmd(tt.script))
+		took := time.Since(start)
+		if got != tt.want || took < tt.min || took > tt.max {
+			t.Errorf("%q: status %d after %s; want %d after %s to %s", tt.script, got, took, tt.want, tt.min, tt.max)
+		}
+	}
+}

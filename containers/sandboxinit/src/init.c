@@ -20,6 +20,14 @@
  * program's end as the run's end, without waiting for the init to wake,
  * reap and exit (exec/internal/sandbox: waitExit).
  *
+ * A child killed by SIGKILL, which is what the kernel's OOM killer sends,
+ * holds the init LINGER_MS before it exits (reaping what else ends
+ * meanwhile): the sandbox's cgroup goes with its last process under the
+ * systemd cgroup driver, and with it the cgroup's count of OOM kills,
+ * which the server reads when the kernel reports the child's end
+ * (exec/internal/watch). The server's run ends with the child's end, not
+ * the init's, so the result does not wait for this.
+ *
  * A program it cannot exec is reported on the child's stderr as
  * "[FATAL code-sandbox-init] exec PROGRAM failed: REASON", in tini's
  * words, and the child exits 127 (no such file), 126 (not executable)
@@ -37,11 +45,14 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NAME "code-sandbox-init"
 /* VERSION changes with what the init does. */
-#define VERSION "1"
+#define VERSION "2"
+/* LINGER_MS: see above. */
+#define LINGER_MS 500
 
 /*
  * The signals the kernel sends a process for its own fault: left
@@ -109,6 +120,38 @@ static int status(int ws)
 	return 1;
 }
 
+/*
+ * linger waits LINGER_MS, by the monotonic clock, reaping every process
+ * that ends meanwhile; other signals are dropped (the child they were for
+ * is gone).
+ */
+static void linger(const sigset_t *all)
+{
+	struct timespec now, end, left;
+	siginfo_t si;
+	int ws;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_nsec += (long)LINGER_MS * 1000000L;
+	end.tv_sec += end.tv_nsec / 1000000000L;
+	end.tv_nsec %= 1000000000L;
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		left.tv_sec = end.tv_sec - now.tv_sec;
+		left.tv_nsec = end.tv_nsec - now.tv_nsec;
+		if (left.tv_nsec < 0) {
+			left.tv_sec--;
+			left.tv_nsec += 1000000000L;
+		}
+		if (left.tv_sec < 0)
+			return;
+		if (sigtimedwait(all, &si, &left) == SIGCHLD) {
+			while (waitpid(-1, &ws, WNOHANG) > 0)
+				;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	sigset_t all, given;
@@ -166,8 +209,11 @@ int main(int argc, char **argv)
 			continue;
 		}
 		while ((ended = waitpid(-1, &ws, WNOHANG)) > 0) {
-			if (ended == pid)
-				return status(ws);
+			if (ended != pid)
+				continue;
+			if (WIFSIGNALED(ws) && WTERMSIG(ws) == SIGKILL)
+				linger(&all);
+			return status(ws);
 		}
 	}
 }

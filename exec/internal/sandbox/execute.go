@@ -286,6 +286,12 @@ func (s *Sandbox) Explain(res *Result, code uint32) {
 		res.OOMKilled = true
 		res.Signal = signalName(syscall.SIGKILL)
 		res.SignalUnknown = false
+	} else if res.Signal == signalName(syscall.SIGKILL) && !res.TimedOut {
+		// A SIGKILL nobody here sent, and no word of the OOM killer:
+		// what the count said, for a report of a kill not explained.
+		n, ok := s.ooms.Kills()
+		s.h.Log.Debug("a SIGKILL not told as an OOM kill", "run", s.id, "memory_cgroup", s.memCgroup,
+			"oom_kills", n, "oom_kills_read", ok, "told", told)
 	}
 }
 
