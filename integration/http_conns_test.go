@@ -392,7 +392,9 @@ func quietCall(t *testing.T, s *httpServer, client *http.Client, proto string) {
 
 	// What is tested is that nothing happens for this long.
 	quiet := 2 * max(connRead, connWrite)
-	src := fmt.Sprintf("import time; print('begun', flush=True); time.sleep(%d); print('done')", int((quiet + 2*time.Second).Seconds()))
+	// One write: print's text and its newline may be two writes, and
+	// then two notifications, the second one in the quiet.
+	src := fmt.Sprintf("import os, time; os.write(1, b'begun\\n'); time.sleep(%d); print('done')", int((quiet + 2*time.Second).Seconds()))
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_python_code","arguments":{"code":%q},"_meta":{"progressToken":"quiet"}}}`, src)
 	resp, err := client.Do(newRequest("POST", body))
 	if err != nil {
