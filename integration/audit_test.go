@@ -168,9 +168,10 @@ func auditedCalls(t *testing.T, s *mcpServer, cmd *osexec.Cmd, log, old, secret 
 		t.Fatalf("the failing run (after SIGHUP: the server must still serve): %q %+v", r.text, r.out)
 	}
 	args = code(auditSleepCode)
-	// 3 s, not 1: a run whose timeout ends while its sandbox is made, as
-	// on a loaded host one can take over a second, is no timeout.
-	args["timeout_seconds"] = 3
+	// 8 s, not 1: a run whose timeout ends while its sandbox is made, as
+	// on a loaded host one can take over a second (and once took over
+	// 3 s under make test's three lanes), is no timeout.
+	args["timeout_seconds"] = 8
 	if r := s.call(ctx, t, "run_python_code", args); !r.out.TimedOut {
 		t.Fatalf("the timed-out run: %q %+v", r.text, r.out)
 	}
@@ -277,7 +278,7 @@ func checkAuditedRuns(t *testing.T, runs []auditRecord, rOut toolResult, session
 		"files_in":          fmt.Sprintf("[map[path:in.csv sha256:%s size:%d]]", sha256hex(auditInData), len(auditInData)),
 	})
 	checkRun(2, auditFailCode, map[string]any{"outcome.exit_code": 3, "outcome.timed_out": false})
-	checkRun(3, auditSleepCode, map[string]any{"outcome.timed_out": true, "limits.timeout_seconds": 3})
+	checkRun(3, auditSleepCode, map[string]any{"outcome.timed_out": true, "limits.timeout_seconds": 8})
 	checkRun(4, "x = 1", map[string]any{"session": session, "execution_count": 1, "outcome.exit_code": 0})
 	checkRun(5, "x", map[string]any{"session": session, "image_digest": ""})
 	if runs[5].get("outcome.error") == nil {
