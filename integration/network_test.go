@@ -2,9 +2,9 @@ package integration
 
 import (
 	"crypto/rand"
-	"encoding/json"
 	"crypto/tls"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net"
