@@ -88,9 +88,8 @@ func (h *Host) New(ctx context.Context, lang config.Language, o Options) (_ *San
 	if err := caller.Err(); err != nil {
 		return nil, fmt.Errorf("sandbox creation cancelled: %w", context.Cause(caller))
 	}
-	kills, counted := s.ooms.Kills()
 	h.Log.Debug("sandbox created", "run", s.id, "started", s.start != nil, "warm", s.warm != nil, "took", time.Since(s.created),
-		"memory_cgroup", s.memCgroup, "oom_kills", kills, "oom_kills_read", counted)
+		"memory_cgroup", s.memCgroup)
 	return s, nil
 }
 
