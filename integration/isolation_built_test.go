@@ -17,7 +17,9 @@ import (
 // user adds must not weaken the sandbox, because the sandbox is
 // the server's, not the image's. Each case runs once, one-shot, over
 // stdio (the other modes differ in the server, not the image); every
-// server the cases start runs python in the built image (builtPythonImage).
+// server the cases start runs python in the built image (builtPythonImage),
+// and the cases' Node.js programs, whose image is the unchanged one, do
+// not run (mode.pythonOnly).
 // It runs against containerd 2.x alone (it calls no onBothDaemons): the
 // image and the spec do not depend on the daemon's version.
 func TestIsolationBuiltImage(t *testing.T) {
@@ -36,7 +38,7 @@ func TestIsolationBuiltImage(t *testing.T) {
 		t.Fatalf("images build: %v, stdout %q; want %s\nstderr:\n%s", err, out, tag, stderr)
 	}
 
-	builtPythonImage, eachModeRuns = tag, []mode{{name: "oneshot"}}
+	builtPythonImage, eachModeRuns = tag, []mode{{name: "oneshot", pythonOnly: true}}
 	t.Cleanup(func() { builtPythonImage, eachModeRuns = "", modes })
 
 	// The cases run in the built image: a program there sees the packages.

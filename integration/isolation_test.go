@@ -81,11 +81,20 @@ type mode struct {
 	name    string // "oneshot", "session" or "http": the subtest's name
 	session bool
 	http    bool // the server serves --http, the client is mcp-go's streamable HTTP one
+	// pythonOnly runs a case's python programs alone: so
+	// TestIsolationBuiltImage runs the cases, python running in the image
+	// it built, while Node.js would run in the unchanged image that the
+	// suite's own runs of the cases cover. A case asks m.runs before it
+	// runs a program of another language.
+	pythonOnly bool
 	// stdio is the test's server over stdio, shared by its stdio modes.
 	stdio *stdioServer
 }
 
 var modes = []mode{{name: "oneshot"}, {name: "session", session: true}, {name: "http", http: true}}
+
+// runs reports whether m runs the programs of lang.
+func (m mode) runs(lang string) bool { return !m.pythonOnly || lang == "python" }
 
 // eachModeRuns are the modes eachMode runs: modes, but for
 // TestIsolationBuiltImage's run of the cases.
@@ -148,16 +157,41 @@ func (x *stdioServer) stop() {
 
 // start starts the server of spec for mode m: over stdio, shared by the
 // stdio modes of the test (startMCP's), or over HTTP (startMCPHTTP).
-// Either way nothing may be left when its server exits.
+// Either way nothing may be left when its server exits. It returns once
+// the server's ready sandboxes have started (awaitPools).
 func (m mode) start(t *testing.T, spec serverSpec) *mcpServer {
 	t.Helper()
-	if m.http {
-		return startMCPHTTP(t, spec)
+	var s *mcpServer
+	switch {
+	case m.http:
+		s = startMCPHTTP(t, spec)
+	case m.stdio == nil:
+		s = startMCP(t, spec)
+	default:
+		s = m.stdio.get(t, spec)
 	}
-	if m.stdio == nil {
-		return startMCP(t, spec)
+	awaitPools(t, s, spec)
+	return s
+}
+
+// awaitPools waits until s, a server of spec, has started its ready
+// sandboxes: a case's first run then takes one, as a run on a server
+// that has been up a while does. Without the wait, a case with a
+// deadline of a few seconds that ran at once on a loaded host met the
+// pool's sandbox still being made, and its deadline, which counts the
+// wait for a sandbox, ended before its program began (seen in
+// TestIsolationBuiltImage, 2026-12-06: the built image's inventory and
+// the pool's sandbox took 4.3 and 6.6 s at the server's start). Only the
+// test pools' default is known (one a language, testPoolsTOML): a spec
+// with pools of its own is not waited for.
+func awaitPools(t *testing.T, s *mcpServer, spec serverSpec) {
+	t.Helper()
+	if testNoPools || testPoolsTOML(spec.config) == "" {
+		return
 	}
-	return m.stdio.get(t, spec)
+	if !waitFor(60*time.Second, func() bool { return len(s.watch.seen()) >= len(toolFor) }) {
+		t.Fatalf("the server's %d ready sandboxes did not start within 60 s (started: %v)", len(toolFor), s.watch.seen())
+	}
 }
 
 // rawClient speaks JSON-RPC to a server without an MCP client: lines on
@@ -243,6 +277,9 @@ func (m mode) hostile(t *testing.T, s *mcpServer, lang, src string, opts ...host
 	tool, ok := toolFor[lang]
 	if !ok {
 		t.Fatalf("hostile: unknown language %q", lang)
+	}
+	if !m.runs(lang) {
+		t.Fatalf("hostile: mode %s runs python alone; the case must ask m.runs(%q) before it runs %s", m.name, lang, lang)
 	}
 	args := code(src)
 	for _, o := range opts {
