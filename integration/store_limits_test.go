@@ -19,14 +19,14 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 )
 
-// longNamesCode leaves 100 empty files whose paths are 4015 bytes each:
+// longNamesCode leaves 200 empty files whose paths are 4015 bytes each:
 // 15 directories and a file, each name 250 bytes (a name may have 255,
 // a path 4095), one directory inside the other.
 const longNamesCode = `import os
 d = os.path.join(*['d%03d' % i + 'x' * 246 for i in range(15)])
 os.makedirs(d)
 os.chdir(d)
-for i in range(100):
+for i in range(200):
     open('f%03d' % i + 'y' * 246, 'w').close()
 `
 
@@ -60,24 +60,26 @@ func settledHeap(t *testing.T, s *httpServer) int64 {
 	return least
 }
 
-// With file_retention_bytes at 1 MiB, 24 runs of 100 empty files with
-// 4 KB paths would keep 9.4 MiB of names if names were not counted: the
+// With file_retention_bytes at 1 MiB, 12 runs of 200 empty files with
+// 4 KB paths would keep 9.2 MiB of names if names were not counted: the
 // server's heap must grow by no more than the cap and a little slack,
 // and the early runs' files must be gone (their URIs read as expired)
-// while the last run's read.
+// while the last run's read. (200 files a run, max_files_out raised for
+// it, rather than the default's 100: half the sandboxes for the same
+// names.)
 func TestStoreCountsNames(t *testing.T) {
 	const (
 		retention = 1 << 20
-		runs      = 24
+		runs      = 12
 		// slack is what the heap may grow by beyond the files kept:
 		// garbage the collector has not yet taken (GOGC=10: a tenth of
 		// the live heap) and buffers kept for reuse, which come and go
 		// by the MiB (a gzip writer of /metrics' own is about 1 MiB).
-		// Measured: 1.6 to 3.0 MiB with the names counted, 11.1 MiB
-		// without.
+		// Measured with 24 runs of 100 files: 1.6 to 3.0 MiB with the
+		// names counted, 11.1 MiB without.
 		slack = 4 << 20
 	)
-	s := startHTTP(t, serverSpec{env: []string{lowGOGC}, sandbox: "file_retention_bytes = \"1MiB\"\n", config: noPools})
+	s := startHTTP(t, serverSpec{env: []string{lowGOGC}, sandbox: "file_retention_bytes = \"1MiB\"\n", config: "[limits]\nmax_files_out = 200\n" + noPools})
 	c := s.connect(t, "")
 	// The heap is measured from after the first run, so that the start
 	// counts what such a run leaves besides its files (the first
@@ -86,15 +88,15 @@ func TestStoreCountsNames(t *testing.T) {
 	var uris []string
 	for i := range runs {
 		r := callTool(testContext(t), t, c, "run_python_code", code(longNamesCode))
-		if r.isError || len(r.out.Files) != 100 || r.out.FilesDropped != 0 {
-			t.Fatalf("run %d: %d files, %d dropped; want 100, 0 (max_files_out, files_out_bytes and the workspace let them through): %.500s",
+		if r.isError || len(r.out.Files) != 200 || r.out.FilesDropped != 0 {
+			t.Fatalf("run %d: %d files, %d dropped; want 200, 0 (max_files_out, files_out_bytes and the workspace let them through): %.500s",
 				i+1, len(r.out.Files), r.out.FilesDropped, r.text)
 		}
 		if r.out.Files[0].Path != longNamePath(0) || len(r.out.Files[0].Path) != 4015 {
 			t.Fatalf("run %d: the first file is %.80q… (%d bytes); want %.80q… (4015)", i+1, r.out.Files[0].Path, len(r.out.Files[0].Path), longNamePath(0))
 		}
-		if len(r.links) != 100 {
-			t.Fatalf("run %d: %d links; want the files kept, 100 (a run of 100 names of 4 KB fits in 1 MiB): %.300s", i+1, len(r.links), r.text[len(r.text)-300:])
+		if len(r.links) != 200 {
+			t.Fatalf("run %d: %d links; want the files kept, 200 (a run of 200 names of 4 KB fits in 1 MiB): %.300s", i+1, len(r.links), r.text[len(r.text)-300:])
 		}
 		uris = append(uris, r.links[0].URI)
 		if i == 0 {
@@ -113,10 +115,11 @@ func TestStoreCountsNames(t *testing.T) {
 		t.Errorf("the heap grew by %s over %d runs of empty files with long names (%s to %s, the least in 20 s of scrapes); want at most file_retention_bytes (%s) + %s",
 			mib(end-start), runs, mib(start), mib(end), mib(retention), mib(slack))
 	}
-	t.Logf("heap: %s at the start, %s after %d runs of 100 names of 4015 bytes (%s of names)",
-		mib(start), mib(end), runs, mib(int64(runs*100*4015)))
+	t.Logf("heap: %s at the start, %s after %d runs of 200 names of 4015 bytes (%s of names)",
+		mib(start), mib(end), runs, mib(int64(runs*200*4015)))
 	ctx := testContext(t)
-	for i, uri := range uris[:runs-3] {
+	// A run's names take 0.8 MiB: each run evicts the one before.
+	for i, uri := range uris[:runs-1] {
 		if text := readErr(ctx, t, c, "the client", uri); !strings.Contains(text, "has expired or never existed") {
 			t.Errorf("run %d's file: %q; want expired", i+1, text)
 		}
