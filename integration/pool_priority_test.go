@@ -88,14 +88,32 @@ func TestPoolReadySandboxesYieldTheCPU(t *testing.T) {
 
 	// While a program taken from the pool runs, and one in a sandbox made
 	// for its call (javascript has no pool here), their cgroups have the
-	// default weight.
+	// default weight. Each program runs until the test, done reading its
+	// weight, puts /tmp/done in its sandbox (for at most a minute,
+	// scaled): a fixed sleep long enough for a slow host was most of the
+	// test's time.
 	def := map[string]string{"cpu.shares": "1024", "cpu.weight": "100"}
 	for _, tc := range []struct {
 		tool, src string
 		pooled    bool
 	}{
-		{"run_python_code", fmt.Sprintf("import time; time.sleep(%d)", scaled(4)), true},
-		{"run_js_code", fmt.Sprintf("setTimeout(() => {}, %d)", scaled(4)*1000), false},
+		{"run_python_code", fmt.Sprintf(`
+import os, time
+end = time.monotonic() + %d
+while not os.path.exists('/tmp/done') and time.monotonic() < end:
+    time.sleep(0.05)
+print('done' if os.path.exists('/tmp/done') else 'not told')
+`, scaled(60)), true},
+		{"run_js_code", fmt.Sprintf(`
+const fs = require('fs');
+const end = Date.now() + %d;
+const poll = setInterval(() => {
+  if (fs.existsSync('/tmp/done') || Date.now() > end) {
+    clearInterval(poll);
+    console.log(fs.existsSync('/tmp/done') ? 'done' : 'not told');
+  }
+}, 50);
+`, scaled(60)*1000), false},
 	} {
 		done := make(chan toolResult, 1)
 		go func() { done <- s.call(ctx, t, tc.tool, code(tc.src)) }()
@@ -129,8 +147,12 @@ func TestPoolReadySandboxesYieldTheCPU(t *testing.T) {
 		if def[name] != v {
 			t.Errorf("%s (pooled %v): its program runs at %s; want %s %s, the default weight", tc.tool, tc.pooled, got, name, def[name])
 		}
-		if r := <-done; r.isError {
-			t.Errorf("%s: %s", tc.tool, r.text)
+		// The sandbox's /tmp, through its init's root: the program's own.
+		if err := os.WriteFile(fmt.Sprintf("/proc/%d/root/tmp/done", pid), nil, 0o644); err != nil {
+			t.Errorf("%s: tell the program to end: %v", tc.tool, err)
+		}
+		if r := <-done; r.isError || r.text != "done\n" {
+			t.Errorf("%s: %q (isError %v); want done, the program told to end", tc.tool, r.text, r.isError)
 		}
 	}
 }
