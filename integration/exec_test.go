@@ -87,6 +87,20 @@ func both(t *testing.T, f func(t *testing.T, lang string)) {
 	}
 }
 
+// bothAtOnce is both with the two subtests run in parallel, for a test
+// whose runs mostly wait for their deadlines. It must be the test's last
+// statement: the subtests run once the test's body has returned, and
+// its cleanups (an executor's Close, the checks of what is left) after
+// them.
+func bothAtOnce(t *testing.T, f func(t *testing.T, lang string)) {
+	for _, lang := range []string{"python", "javascript"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			f(t, lang)
+		})
+	}
+}
+
 // program picks a language's version of a program.
 func program(lang, python, javascript string) string {
 	if lang == "python" {
@@ -239,7 +253,7 @@ func hostProcesses(marker string) []int {
 func TestTimeoutKillsTheWholeProcessTree(t *testing.T) {
 	onBothDaemons(t, daemonTasks)
 	e := newExecutor(t, nil)
-	both(t, func(t *testing.T, lang string) {
+	bothAtOnce(t, func(t *testing.T, lang string) {
 		// Of this run alone: another run's test may be at the same point.
 		marker := fmt.Sprintf("%d%d", map[string]int{"python": 1, "javascript": 2}[lang], 10000000+os.Getpid())
 		code := program(lang, `
