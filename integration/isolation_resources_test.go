@@ -33,21 +33,14 @@ func intAfter(s, prefix string) int {
 }
 
 // Case 1: fork bombs, of processes and of threads (and Node workers), hit
-// the pids limit and are killed at the deadline.
+// the pids limit and are killed at the deadline (the worker bomb ends
+// its workers itself once one failed).
 func TestIsolationForkBomb(t *testing.T) {
 	// Node's own threads count too: a lower limit for it keeps the worker
 	// bomb, an isolate per worker, quick on a busy host.
 	spec := serverSpec{config: "[limits]\npids = 64\n[languages.javascript.limits]\npids = 32\n"}
 	pids := map[string]int{"python": 64, "javascript": 32}
-	tests := []struct {
-		name, lang, code string
-		want             *regexp.Regexp // on stdout
-		count            string         // prefix of the process or thread count it prints
-		// mayBeSilent accepts a run that printed nothing at all: the
-		// limit held it, but the program never got to report how.
-		mayBeSilent bool
-		timeout     int
-	}{
+	tests := []forkBomb{
 		{
 			name: "processes", lang: "python",
 			// Every child forks too: a real bomb. The first process reports
@@ -134,16 +127,26 @@ new Promise(() => setInterval(() => {}, 1000));
 			mayBeSilent: true,
 		},
 		{
+			// Once a worker fails, the program ends its workers and
+			// with them the run (one-shot: the event loop is empty) or
+			// the cell (session: its last expression settles). The
+			// three bombs above show the kill at the deadline; this one
+			// waited 20 s for it, the longest part of the case.
 			name: "node workers", lang: "javascript",
 			code: `
 const { Worker } = require('worker_threads');
 const fs = require('fs');
+const workers = [];
 let failed = false;
+let done;
+const ended = new Promise((resolve) => { done = resolve; });
 function report(e) {
   if (failed) return;
   failed = true;
   console.log('worker failed:', e.code);
   console.log('threads:', fs.readdirSync('/proc/self/task').length);
+  for (const w of workers) w.terminate();
+  done();
 }
 function more() {
   let w;
@@ -152,14 +155,16 @@ function more() {
   } catch (e) {
     return report(e);
   }
+  workers.push(w);
   w.on('error', report);
   w.on('online', more);
 }
 more();
-new Promise(() => setInterval(() => {}, 1000));
+ended;
 `,
 			want:  regexp.MustCompile(`^worker failed: ERR_WORKER_INIT_FAILED\nthreads: \d+\n$`),
 			count: "threads: ",
+			ends:  true,
 			// Each worker is an isolate: on one CPU, some 20 take 1 s,
 			// more if another suite runs. 8 s was once not enough for a
 			// session's bomb, in a make test whose host ran other work
@@ -170,42 +175,83 @@ new Promise(() => setInterval(() => {}, 1000));
 	}
 	eachMode(t, func(t *testing.T, m mode) {
 		s := m.start(t, spec)
+		var mu sync.Mutex
 		var runs []hostileRun
-		for _, tt := range tests {
-			if !m.runs(tt.lang) {
+		// A language's bombs run at once, as parallel subtests of its
+		// own: most of a bomb's run is the wait for its deadline. Not
+		// the two languages' together: a call's ids name the sandboxes
+		// of the calls beside it too, and the languages' pids limits
+		// differ.
+		for _, lang := range []string{"python", "javascript"} {
+			if !m.runs(lang) {
 				continue
 			}
-			t.Run(tt.name, func(t *testing.T) {
-				if tt.name == "node workers" && testTimeScale > 1 {
-					// Measured in make test-cgroupv2's VM: no worker had
-					// failed after 32 s, each V8 isolate taking seconds to
-					// start under software emulation. The pids limit is
-					// the same for the three other bombs, which run.
-					t.Skip("a Node.js worker bomb does not reach the pids limit in any deadline worth waiting for on a host this slow (SANDBOX_TEST_TIME_SCALE > 1)")
-				}
-				timeout := cmp.Or(tt.timeout, 4)
-				r := m.hostile(t, s, tt.lang, tt.code, withTimeout(timeout))
-				runs = append(runs, r)
-				switch silent := r.out.Stdout == "" && r.out.Stderr == ""; {
-				case silent && tt.mayBeSilent:
-					t.Logf("the bomb printed nothing before its deadline; its pids.max and its kill at the deadline are checked")
-				case !tt.want.MatchString(r.out.Stdout):
-					t.Errorf("stdout %q; want it to match %s (stderr %q)", r.out.Stdout, tt.want, r.out.Stderr)
-				default:
-					if n := intAfter(r.out.Stdout, tt.count); n < 1 || n > pids[tt.lang] {
-						t.Errorf("%s%d; want 1 to %d (the pids limit)", tt.count, n, pids[tt.lang])
-					}
-				}
-				m.stoppedAtDeadline(t, r, timeout)
-				for _, id := range r.ids {
-					if got := r.watch.cgroupLimits(id)["pids.max"]; got != strconv.Itoa(pids[tt.lang]) {
-						t.Errorf("sandbox %s pids.max %q; want %d", id, got, pids[tt.lang])
+			t.Run(lang, func(t *testing.T) {
+				for _, tt := range tests {
+					if tt.lang == lang {
+						t.Run(tt.name, func(t *testing.T) {
+							t.Parallel()
+							r := tt.run(t, m, s, pids[lang])
+							mu.Lock()
+							runs = append(runs, r)
+							mu.Unlock()
+						})
 					}
 				}
 			})
 		}
 		afterCase(t, s, runs...)
 	})
+}
+
+// forkBomb is one bomb of TestIsolationForkBomb.
+type forkBomb struct {
+	name, lang, code string
+	want             *regexp.Regexp // on stdout
+	count            string         // prefix of the process or thread count it prints
+	// mayBeSilent accepts a run that printed nothing at all: the
+	// limit held it, but the program never got to report how.
+	mayBeSilent bool
+	// ends: the program ends by itself once the limit held (exit
+	// 0), within its deadline; the others run to it and are killed.
+	ends    bool
+	timeout int // seconds; 0 is 4
+}
+
+// run runs the bomb in mode m on s, whose pids limit for its language is
+// pids, and checks how the limit held it.
+func (b forkBomb) run(t *testing.T, m mode, s *mcpServer, pids int) hostileRun {
+	t.Helper()
+	if b.name == "node workers" && testTimeScale > 1 {
+		// Measured in make test-cgroupv2's VM: no worker had
+		// failed after 32 s, each V8 isolate taking seconds to
+		// start under software emulation. The pids limit is
+		// the same for the three other bombs, which run.
+		t.Skip("a Node.js worker bomb does not reach the pids limit in any deadline worth waiting for on a host this slow (SANDBOX_TEST_TIME_SCALE > 1)")
+	}
+	timeout := cmp.Or(b.timeout, 4)
+	r := m.hostile(t, s, b.lang, b.code, withTimeout(timeout))
+	switch silent := r.out.Stdout == "" && r.out.Stderr == ""; {
+	case silent && b.mayBeSilent:
+		t.Logf("the bomb printed nothing before its deadline; its pids.max and its kill at the deadline are checked")
+	case !b.want.MatchString(r.out.Stdout):
+		t.Errorf("stdout %q; want it to match %s (stderr %q)", r.out.Stdout, b.want, r.out.Stderr)
+	default:
+		if n := intAfter(r.out.Stdout, b.count); n < 1 || n > pids {
+			t.Errorf("%s%d; want 1 to %d (the pids limit)", b.count, n, pids)
+		}
+	}
+	if !b.ends {
+		m.stoppedAtDeadline(t, r, timeout)
+	} else if r.isError || r.out.ExitCode != 0 || r.out.TimedOut || r.out.SessionEnded != "" {
+		t.Errorf("got %q %+v; want exit 0 within the deadline once the limit held, the session (if any) alive", r.text, r.out)
+	}
+	for _, id := range r.ids {
+		if got := r.watch.cgroupLimits(id)["pids.max"]; got != strconv.Itoa(pids) {
+			t.Errorf("sandbox %s pids.max %q; want %d", id, got, pids)
+		}
+	}
+	return r
 }
 
 // lastLine returns the last line of s that starts with prefix, without it.
@@ -290,9 +336,22 @@ func TestIsolationCPUSpin(t *testing.T) {
 	spec := serverSpec{config: "[limits]\ncpus = 0.5\n"}
 	eachMode(t, func(t *testing.T, m mode) {
 		s := m.start(t, spec)
-		// Two spinning children could use both of the host's CPUs; the parent
-		// reports the CPU time they got per second of wall time.
-		r := m.hostile(t, s, "python", `
+		var mu sync.Mutex
+		var runs []hostileRun
+		keep := func(r hostileRun) {
+			mu.Lock()
+			defer mu.Unlock()
+			runs = append(runs, r)
+		}
+		// The two spins run at once, as parallel subtests: most of each
+		// is the wait for its deadline. Together they may take a CPU of
+		// the host's two, each held to its half.
+		t.Run("spins", func(t *testing.T) {
+			t.Run("python", func(t *testing.T) {
+				t.Parallel()
+				// Two spinning children could use both of the host's CPUs; the parent
+				// reports the CPU time they got per second of wall time.
+				r := m.hostile(t, s, "python", `
 import os, time
 kids = []
 for _ in range(2):
@@ -313,33 +372,38 @@ while True:
     time.sleep(0.5)
     print(f'cpus: {(cpu() - c0) / (time.monotonic() - t0):.3f}', flush=True)
 `, withTimeout(4))
-		m.stoppedAtDeadline(t, r, 4)
-		got, err := strconv.ParseFloat(lastLine(r.out.Stdout, "cpus: "), 64)
-		// The quota is 0.5 CPU per 100 ms period; measured over ~3.5 s, a
-		// tenth over is tick rounding. Above 0 shows the children ran: on a
-		// host the other lanes keep busy they got as little as 0.09.
-		if err != nil || got > 0.6 || got <= 0 {
-			t.Errorf("CPUs used %v (%v); want at most 0.6 for a quota of 0.5 (stdout %q)", got, err, r.out.Stdout)
-		}
-		lim := r.watch.cgroupLimits(r.ids[0])
-		if cgroupV2() {
-			if lim["cpu.max"] != "50000 100000" {
-				t.Errorf("cgroup cpu.max %q; want 50000 100000", lim["cpu.max"])
+				keep(r)
+				m.stoppedAtDeadline(t, r, 4)
+				got, err := strconv.ParseFloat(lastLine(r.out.Stdout, "cpus: "), 64)
+				// The quota is 0.5 CPU per 100 ms period; measured over ~3.5 s, a
+				// tenth over is tick rounding. Above 0 shows the children ran: on a
+				// host the other lanes keep busy they got as little as 0.09.
+				if err != nil || got > 0.6 || got <= 0 {
+					t.Errorf("CPUs used %v (%v); want at most 0.6 for a quota of 0.5 (stdout %q)", got, err, r.out.Stdout)
+				}
+				// ids[0] may be the other spin's sandbox: both have the limit.
+				lim := r.watch.cgroupLimits(r.ids[0])
+				if cgroupV2() {
+					if lim["cpu.max"] != "50000 100000" {
+						t.Errorf("cgroup cpu.max %q; want 50000 100000", lim["cpu.max"])
+					}
+				} else if lim["cpu.cfs_quota_us"] != "50000" || lim["cpu.cfs_period_us"] != "100000" {
+					t.Errorf("cgroup cpu.cfs_quota_us %q, cpu.cfs_period_us %q; want 50000, 100000", lim["cpu.cfs_quota_us"], lim["cpu.cfs_period_us"])
+				}
+			})
+			if m.runs("javascript") {
+				t.Run("javascript", func(t *testing.T) {
+					t.Parallel()
+					// Node's spin blocks its only thread: nothing but the deadline ends it.
+					js := m.hostile(t, s, "javascript", "console.log('spinning'); for (;;) {}", withTimeout(3))
+					keep(js)
+					m.stoppedAtDeadline(t, js, 3)
+					if js.out.Stdout != "spinning\n" {
+						t.Errorf("javascript stdout %q; want spinning", js.out.Stdout)
+					}
+				})
 			}
-		} else if lim["cpu.cfs_quota_us"] != "50000" || lim["cpu.cfs_period_us"] != "100000" {
-			t.Errorf("cgroup cpu.cfs_quota_us %q, cpu.cfs_period_us %q; want 50000, 100000", lim["cpu.cfs_quota_us"], lim["cpu.cfs_period_us"])
-		}
-
-		runs := []hostileRun{r}
-		if m.runs("javascript") {
-			// Node's spin blocks its only thread: nothing but the deadline ends it.
-			js := m.hostile(t, s, "javascript", "console.log('spinning'); for (;;) {}", withTimeout(3))
-			runs = append(runs, js)
-			m.stoppedAtDeadline(t, js, 3)
-			if js.out.Stdout != "spinning\n" {
-				t.Errorf("javascript stdout %q; want spinning", js.out.Stdout)
-			}
-		}
+		})
 		afterCase(t, s, runs...)
 	})
 }
