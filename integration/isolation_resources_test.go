@@ -180,8 +180,10 @@ ended;
 		// A language's bombs run at once, as parallel subtests of its
 		// own: most of a bomb's run is the wait for its deadline. Not
 		// the two languages' together: a call's ids name the sandboxes
-		// of the calls beside it too, and the languages' pids limits
-		// differ.
+		// that exit or are deleted while it runs, those of the calls
+		// beside it too, and the languages' pids limits differ. So the
+		// next language starts once this one's sandboxes are gone (a
+		// session's was seen deleted during the next language's calls).
 		for _, lang := range []string{"python", "javascript"} {
 			if !m.runs(lang) {
 				continue
@@ -199,6 +201,17 @@ ended;
 					}
 				}
 			})
+			var ids []string
+			for _, r := range runs {
+				ids = append(ids, r.ids...)
+			}
+			var left []string
+			if !waitFor(30*time.Second, func() bool {
+				left = leftOf(t, ids)
+				return len(left) == 0
+			}) {
+				t.Fatalf("30 s after the %s bombs: %v left", lang, left)
+			}
 		}
 		afterCase(t, s, runs...)
 	})
