@@ -175,8 +175,7 @@ ended;
 	}
 	eachMode(t, func(t *testing.T, m mode) {
 		s := m.start(t, spec)
-		var mu sync.Mutex
-		var runs []hostileRun
+		var runs hostileRuns
 		// A language's bombs run at once, as parallel subtests of its
 		// own: most of a bomb's run is the wait for its deadline. Not
 		// the two languages' together: a call's ids name the sandboxes
@@ -193,27 +192,20 @@ ended;
 					if tt.lang == lang {
 						t.Run(tt.name, func(t *testing.T) {
 							t.Parallel()
-							r := tt.run(t, m, s, pids[lang])
-							mu.Lock()
-							runs = append(runs, r)
-							mu.Unlock()
+							runs.add(tt.run(t, m, s, pids[lang]))
 						})
 					}
 				}
 			})
 			var ids []string
-			for _, r := range runs {
+			for _, r := range runs.runs {
 				ids = append(ids, r.ids...)
 			}
-			var left []string
-			if !waitFor(30*time.Second, func() bool {
-				left = leftOf(t, ids)
-				return len(left) == 0
-			}) {
+			if left := awaitGone(t, ids); len(left) > 0 {
 				t.Fatalf("30 s after the %s bombs: %v left", lang, left)
 			}
 		}
-		afterCase(t, s, runs...)
+		afterCase(t, s, runs.runs...)
 	})
 }
 
@@ -349,13 +341,7 @@ func TestIsolationCPUSpin(t *testing.T) {
 	spec := serverSpec{config: "[limits]\ncpus = 0.5\n"}
 	eachMode(t, func(t *testing.T, m mode) {
 		s := m.start(t, spec)
-		var mu sync.Mutex
-		var runs []hostileRun
-		keep := func(r hostileRun) {
-			mu.Lock()
-			defer mu.Unlock()
-			runs = append(runs, r)
-		}
+		var runs hostileRuns
 		// The two spins run at once, as parallel subtests: most of each
 		// is the wait for its deadline. Together they may take a CPU of
 		// the host's two, each held to its half.
@@ -385,7 +371,7 @@ while True:
     time.sleep(0.5)
     print(f'cpus: {(cpu() - c0) / (time.monotonic() - t0):.3f}', flush=True)
 `, withTimeout(4))
-				keep(r)
+				runs.add(r)
 				m.stoppedAtDeadline(t, r, 4)
 				got, err := strconv.ParseFloat(lastLine(r.out.Stdout, "cpus: "), 64)
 				// The quota is 0.5 CPU per 100 ms period; measured over ~3.5 s, a
@@ -409,7 +395,7 @@ while True:
 					t.Parallel()
 					// Node's spin blocks its only thread: nothing but the deadline ends it.
 					js := m.hostile(t, s, "javascript", "console.log('spinning'); for (;;) {}", withTimeout(3))
-					keep(js)
+					runs.add(js)
 					m.stoppedAtDeadline(t, js, 3)
 					if js.out.Stdout != "spinning\n" {
 						t.Errorf("javascript stdout %q; want spinning", js.out.Stdout)
@@ -417,7 +403,7 @@ while True:
 				})
 			}
 		})
-		afterCase(t, s, runs...)
+		afterCase(t, s, runs.runs...)
 	})
 }
 

@@ -792,14 +792,33 @@ func afterCase(t *testing.T, s *mcpServer, runs ...hostileRun) {
 	if !sawCgroup {
 		t.Errorf("no cgroup such as %v existed while its run started, not even a normal run's; the cgroup checks look in the wrong place", cgroupDirs(ids[0]))
 	}
+	if left := awaitGone(t, ids); len(left) > 0 {
+		t.Errorf("30s after the run: got %v; want no container or cgroup of runs %v", left, ids)
+	}
+}
+
+// awaitGone waits up to 30 s until nothing is left of the sandboxes ids
+// (leftOf), and returns what still is.
+func awaitGone(t *testing.T, ids []string) []string {
+	t.Helper()
 	var left []string
 	waitFor(30*time.Second, func() bool {
 		left = leftOf(t, ids)
 		return len(left) == 0
 	})
-	if len(left) > 0 {
-		t.Errorf("30s after the run: got %v; want no container or cgroup of runs %v", left, ids)
-	}
+	return left
+}
+
+// hostileRuns gathers the runs of parallel subtests, for afterCase.
+type hostileRuns struct {
+	mu   sync.Mutex
+	runs []hostileRun
+}
+
+func (h *hostileRuns) add(r hostileRun) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.runs = append(h.runs, r)
 }
 
 // leftOf lists what remains of the sandboxes ids: their containers and
