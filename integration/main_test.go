@@ -19,6 +19,12 @@
 //	                     scripts/integration that this is (1.6 or 2.x),
 //	                     for the logs; which tests a lane runs, its -run
 //	                     says (see onBothDaemons).
+//	SANDBOX_HOST_LOCK    a file the lanes of scripts/integration share:
+//	                     a case that loads the whole host on purpose
+//	                     (the eight bombs of case 27) holds an exclusive
+//	                     lock on it while it runs (see holdHost), so
+//	                     that no two lanes do so at once; unset, in one
+//	                     lane alone, nothing is locked.
 //	SANDBOX_TEST_RUNTIME_BINARY
 //	                     the OCI runtime the runc shim runs ([containerd]
 //	                     runtime_binary: "runc", "crun" or a path) for
