@@ -253,7 +253,27 @@ func (b forkBomb) run(t *testing.T, m mode, s *mcpServer, pids int) hostileRun {
 	} else if r.isError || r.out.ExitCode != 0 || r.out.TimedOut || r.out.SessionEnded != "" {
 		t.Errorf("got %q %+v; want exit 0 within the deadline once the limit held, the session (if any) alive", r.text, r.out)
 	}
-	for _, id := range r.ids {
+	// The sandboxes of its language among those the call's watch heard
+	// end (by their image: Node.js's is never another): those of the
+	// other language's bombs may be among them. A python session's
+	// sandbox, deleted a moment after the next language's bombs began,
+	// was in both Node.js bombs' ids and failed their pids check (on
+	// 1.6, 1 of 2 runs of the case); the waits between the languages
+	// cannot name it, since a session bomb's call ends at the first of
+	// the sessions' tasks to exit, the other bomb's as well. One-shot,
+	// the call returned at the first exit it heard: its own may come
+	// later.
+	var own []string
+	waitFor(15*time.Second, func() bool {
+		own = slices.DeleteFunc(r.watch.exitedIDs(), func(id string) bool {
+			return (r.watch.image(id) == nodejsImage) != (b.lang == "javascript")
+		})
+		return len(own) > 0
+	})
+	if len(own) == 0 {
+		t.Errorf("no %s sandbox among the exits the call heard within 15 s (%v); want its pids.max checked", b.lang, r.watch.exitedIDs())
+	}
+	for _, id := range own {
 		if got := r.watch.cgroupLimits(id)["pids.max"]; got != strconv.Itoa(pids) {
 			t.Errorf("sandbox %s pids.max %q; want %d", id, got, pids)
 		}

@@ -376,8 +376,9 @@ type startWatch struct {
 	limits map[string]map[string]string
 	exited []string
 	// created are the containers created meanwhile, sandboxes of a pool
-	// included.
+	// included; images, their images.
 	created []string
+	images  map[string]string
 	// server, if set, is the watch of the whole server's life: it saw the
 	// starts of sandboxes started before this watch began.
 	server *startWatch
@@ -445,7 +446,7 @@ func watchStarts(t *testing.T) *startWatch {
 	// counts as ending during the watch.
 	since, ended := time.Now(), endedTasks(t)
 	evs, errs := testClient.Subscribe(ctx, `topic=="/tasks/start"`, `topic=="/tasks/exit"`, `topic=="/tasks/delete"`, `topic=="/containers/create"`, `topic=="/containers/delete"`, `topic==`+fmt.Sprintf("%q", probe))
-	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, flushed: make(chan string, 1), probe: probe, since: since, ended: ended}
+	w := &startWatch{cgroup: map[string]bool{}, limits: map[string]map[string]string{}, images: map[string]string{}, flushed: make(chan string, 1), probe: probe, since: since, ended: ended}
 	ready := make(chan struct{})
 	go w.follow(evs, errs, ready)
 	// Publish probes until one comes back: then the stream is live.
@@ -528,6 +529,7 @@ func (w *startWatch) record(v any) {
 	case *apievents.ContainerCreate:
 		w.mu.Lock()
 		w.created = append(w.created, e.ID)
+		w.images[e.ID] = e.Image
 		w.mu.Unlock()
 	case *apievents.ContainerDelete:
 		// containerd 2.x now and then loses both a task's /tasks/exit and
@@ -575,6 +577,18 @@ func (w *startWatch) cgroupLimits(id string) map[string]string {
 		return w.server.cgroupLimits(id)
 	}
 	return l
+}
+
+// image returns the image of sandbox id, as its container was created,
+// or "" if neither this watch nor its server's saw the creation.
+func (w *startWatch) image(id string) string {
+	w.mu.Lock()
+	img, ok := w.images[id]
+	w.mu.Unlock()
+	if !ok && w.server != nil {
+		return w.server.image(id)
+	}
+	return img
 }
 
 // cgroupLimitFiles maps the limit files cgroupLimits reads to their paths.
