@@ -932,8 +932,8 @@ func TestIsolationManyHostileRunsAtOnce(t *testing.T) {
 // normal run was seen to wait until the bombs' deadline, their sandboxes
 // to take over 30 s to start, and containerd's kills to time out (2 of 4
 // runs of the case in both lanes at once), which is a claim about
-// sixteen, not eight. The lock is released with the test binary, whatever
-// ends it.
+// sixteen, not eight. The lock goes at t's end, or with the test binary,
+// whatever ends it.
 func holdHost(t *testing.T) {
 	t.Helper()
 	path := os.Getenv("SANDBOX_HOST_LOCK")
