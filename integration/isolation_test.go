@@ -570,25 +570,26 @@ func (w *startWatch) add(id string) {
 // cpu.cfs_period_us; v2: memory.max, memory.swap.max, pids.max, cpu.max).
 // A file that could not be read is absent.
 func (w *startWatch) cgroupLimits(id string) map[string]string {
+	return heard(w, id, func(w *startWatch) map[string]map[string]string { return w.limits })
+}
+
+// heard returns what w's field says of sandbox id, or, where it says
+// nothing, what its server's watch does (it saw the sandboxes made
+// before w began).
+func heard[V any](w *startWatch, id string, field func(*startWatch) map[string]V) V {
 	w.mu.Lock()
-	l, ok := w.limits[id]
+	v, ok := field(w)[id]
 	w.mu.Unlock()
 	if !ok && w.server != nil {
-		return w.server.cgroupLimits(id)
+		return heard(w.server, id, field)
 	}
-	return l
+	return v
 }
 
 // image returns the image of sandbox id, as its container was created,
 // or "" if neither this watch nor its server's saw the creation.
 func (w *startWatch) image(id string) string {
-	w.mu.Lock()
-	img, ok := w.images[id]
-	w.mu.Unlock()
-	if !ok && w.server != nil {
-		return w.server.image(id)
-	}
-	return img
+	return heard(w, id, func(w *startWatch) map[string]string { return w.images })
 }
 
 // cgroupLimitFiles maps the limit files cgroupLimits reads to their paths.
@@ -689,13 +690,7 @@ func (w *startWatch) createdContainers() []string {
 }
 
 func (w *startWatch) sawCgroup(id string) bool {
-	w.mu.Lock()
-	saw, ok := w.cgroup[id]
-	w.mu.Unlock()
-	if !ok && w.server != nil {
-		return w.server.sawCgroup(id)
-	}
-	return saw
+	return heard(w, id, func(w *startWatch) map[string]bool { return w.cgroup })
 }
 
 // cpuUsage returns the CPU time, in nanoseconds, that sandbox id's cgroup
