@@ -132,11 +132,15 @@ func TestSweepKeepsAnotherNamespacesRunDirectories(t *testing.T) {
 	ctx := testContext(t)
 	otherCtx := namespaces.WithNamespace(ctx, other)
 	// Last, once both executors deleted their sandboxes: the other
-	// namespace's parent cgroups, which runc leaves.
+	// namespace's parent cgroups, and runc's state directory of the
+	// namespace (/run/containerd/runc/NAMESPACE), which runc leaves. A
+	// directory with entries stays (Remove fails), as the harness's own
+	// does (deleteRuncState).
 	t.Cleanup(func() {
 		if err := removeCgroups(other, nil); err != nil {
 			t.Error(err)
 		}
+		os.Remove(filepath.Join("/run/containerd/runc", other))
 	})
 	importStatic(t, otherCtx, ref, map[string]string{"hello": "hello", "bin/sh": "stubsh"})
 	t.Cleanup(func() {
