@@ -9,8 +9,9 @@
 //	go run ./integration/profile -durations DIR > integration/testdata/durations
 //
 // With -durations it prints instead a line "TEST SECONDS" for each test
-// that ran, its time in a 2.x lane where it ran in one: the times by which
-// scripts/integration deals the tests to the 2.x lanes.
+// that ran in a lane, its time in a 2.x lane where it ran in one: the
+// times by which scripts/integration deals the tests to the 2.x lanes.
+// The runs of the phase after the lanes (NAME-alone) are left out.
 //
 // A test's sandboxes are the creations between its start and its end; the
 // tests of one run go one after another, so none is counted twice. The
@@ -124,7 +125,9 @@ func run(dir string, durations bool) error {
 	fmt.Println("| test | run | result | s | sandboxes |")
 	fmt.Println("|---|---|---|---:|---:|")
 	for _, r := range rows {
-		if r.result == "skip" {
+		// A run NAME-alone is scripts/integration's phase after the lanes
+		// (case 27 alone on the host): its times are no lane's.
+		if r.result == "skip" || strings.HasSuffix(r.run, "-alone") {
 			continue
 		}
 		fmt.Printf("| %s | %s | %s | %.1f | %d |\n", r.test, r.run, r.result, r.seconds, r.sandboxes)
@@ -137,7 +140,9 @@ func run(dir string, durations bool) error {
 func printDurations(rows []row) {
 	best := map[string]row{}
 	for _, r := range rows {
-		if r.result == "skip" {
+		// A run NAME-alone is scripts/integration's phase after the lanes
+		// (case 27 alone on the host): its times are no lane's.
+		if r.result == "skip" || strings.HasSuffix(r.run, "-alone") {
 			continue
 		}
 		if b, ok := best[r.test]; !ok || !strings.HasPrefix(b.run, "2.x") && strings.HasPrefix(r.run, "2.x") {
