@@ -58,10 +58,13 @@
 //	                     nodeTools), and under SANDBOX_INTEGRATION=1 such
 //	                     a test fails without them.
 //	SANDBOX_PREBUILT     a directory of the programs the tests would build
-//	                     with go build, for a host with no Go toolchain:
-//	                     each is taken from DIR/NAME instead, and a missing
-//	                     one fails the test that needs it, saying how to
-//	                     build it. The names (see prebuiltNames):
+//	                     with go build, for a host with no Go toolchain
+//	                     (or built once for all the lanes, as
+//	                     scripts/integration does): each is taken from
+//	                     DIR/NAME instead, and a missing one fails the
+//	                     test that needs it, saying how to build it (a
+//	                     suite built with -race wants the server built
+//	                     with -race too). The names (see prebuiltNames):
 //	                     code-sandbox-mcp (the server: go build -o
 //	                     DIR/code-sandbox-mcp ./cmd/code-sandbox-mcp),
 //	                     crashserver, leftshim, hello, stubsh and exitsh
@@ -89,12 +92,14 @@ package integration
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -418,7 +423,8 @@ var prebuiltNames = []string{"code-sandbox-mcp", "crashserver", "leftshim", "hel
 
 // goBuild puts the program name at out: go build of pkg (with flags, in
 // dir, with env added to this process's), or, under SANDBOX_PREBUILT, a
-// copy of DIR/name, which a host without Go provides.
+// copy of DIR/name, which a host without Go provides, or
+// scripts/integration, once for all its lanes.
 func goBuild(dir, name, out, pkg string, flags, env []string) error {
 	if !slices.Contains(prebuiltNames, name) {
 		// So that the list, and the package doc the VM script reads,
@@ -430,6 +436,14 @@ func goBuild(dir, name, out, pkg string, flags, env []string) error {
 		b, err := os.ReadFile(src)
 		if err != nil {
 			return fmt.Errorf("SANDBOX_PREBUILT: %w; build it with `CGO_ENABLED=0 go build -o %s %s` from the repository's root", err, src, prebuiltPackage(name))
+		}
+		// A suite built with -race runs a server built with it
+		// (race_test.go), prebuilt or not.
+		if slices.Contains(flags, "-race") {
+			info, err := buildinfo.ReadFile(src)
+			if err != nil || !slices.Contains(info.Settings, debug.BuildSetting{Key: "-race", Value: "true"}) {
+				return fmt.Errorf("SANDBOX_PREBUILT: %s was not built with -race (%v), and this suite was: build it with `go build -race -o %s %s` from the repository's root", src, err, src, prebuiltPackage(name))
+			}
 		}
 		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 			return err
