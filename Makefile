@@ -17,6 +17,9 @@ BIN := bin/code-sandbox-mcp
 GO ?= go
 # Flags for the integration runs' `go test`. The race detector is on by
 # default; keep -race when you set them (INTEGRATION_FLAGS="-race -run X -v").
+# The recipe passes them as typed, single-quoted for the shell: expanded by
+# make, a pattern's $ took the blank after it ("-run ^TestX$ -v" became
+# "-run ^TestX-v", which selects nothing).
 INTEGRATION_FLAGS ?= -race -v
 
 setup_env = CACHE="$(CACHE)" GO="$(GO)" BIN="$(BIN)"
@@ -47,7 +50,7 @@ unit: ## go vet, staticcheck (go.mod's tool) and the unit tests with -race (the 
 	@SANDBOX_INTEGRATION=0 $(GO) test -race ./...
 
 integration: ## The integration suite, with -race, against private containerd 1.6 (Debian) and 2.x (go.mod's version) daemons.
-	@$(setup_env) INTEGRATION_FLAGS="$(INTEGRATION_FLAGS)" scripts/integration
+	@$(setup_env) INTEGRATION_FLAGS='$(subst ','\'',$(value INTEGRATION_FLAGS))' scripts/integration
 
 test: ## unit, then integration; works on a fresh Debian 12 machine as root.
 	@$(MAKE) unit
