@@ -125,9 +125,7 @@ func run(dir string, durations bool) error {
 	fmt.Println("| test | run | result | s | sandboxes |")
 	fmt.Println("|---|---|---|---:|---:|")
 	for _, r := range rows {
-		// A run NAME-alone is scripts/integration's phase after the lanes
-		// (case 27 alone on the host): its times are no lane's.
-		if r.result == "skip" || strings.HasSuffix(r.run, "-alone") {
+		if r.result == "skip" {
 			continue
 		}
 		fmt.Printf("| %s | %s | %s | %.1f | %d |\n", r.test, r.run, r.result, r.seconds, r.sandboxes)
