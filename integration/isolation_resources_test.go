@@ -849,8 +849,6 @@ for (;;) {
 )
 
 // manyBombs are the eight runs of TestIsolationManyHostileRunsAtOnce.
-// Its Node.js bombs run in every mode, TestIsolationBuiltImage's python
-// alone too: the case is eight bombs at once, whatever their images.
 var manyBombs = []struct{ kind, lang, code string }{
 	{"fork", "python", bombFork}, {"fork", "python", bombFork},
 	{"memory", "python", bombMemory}, {"memory", "python", bombMemory}, {"memory", "javascript", bombMemoryNode},

@@ -25,9 +25,8 @@
 //	                     lock on it while it runs (see holdHost), so
 //	                     that no two lanes do so at once; unset, in one
 //	                     lane alone, nothing is locked.
-//	SANDBOX_HOST_ALONE   "later": case 27 (TestIsolationManyHostileRunsAtOnce,
-//	                     and TestIsolationBuiltImage's run of it) skips
-//	                     itself, saying so: scripts/integration sets it
+//	SANDBOX_HOST_ALONE   "later": case 27 (TestIsolationManyHostileRunsAtOnce)
+//	                     skips itself, saying so: scripts/integration sets it
 //	                     in its lanes and runs the case in a phase of
 //	                     its own after them, alone on the host.
 //	SANDBOX_TEST_RUNTIME_BINARY
