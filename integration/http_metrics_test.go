@@ -115,7 +115,7 @@ func (s scrape) sum(t *testing.T, name string) float64 {
 
 func TestHTTPMetricsCountTheRuns(t *testing.T) {
 	path, tokens := tokenFile(t, "alice")
-	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}})
+	s := startHTTP(t, serverSpec{args: []string{"--auth-tokens", path}, ready: true})
 	url := s.base + "/metrics"
 	authRefusalsBeforeAnyRun(t, s, url, tokens["alice"])
 
@@ -277,7 +277,7 @@ func TestHTTPMetricsOnTheirOwnListener(t *testing.T) {
 }
 
 func TestMetricsOverStdio(t *testing.T) {
-	s := startMCP(t, serverSpec{args: []string{"--metrics-addr", "127.0.0.1:0"}})
+	s := startMCP(t, serverSpec{args: []string{"--metrics-addr", "127.0.0.1:0"}, ready: true})
 	url := "http://" + metricsListen(t, s.stderr) + "/metrics"
 	ctx := testContext(t)
 	if r := s.call(ctx, t, "run_python_code", code("print(42)")); r.isError {

@@ -157,10 +157,13 @@ func (x *stdioServer) stop() {
 
 // start starts the server of spec for mode m: over stdio, shared by the
 // stdio modes of the test (startMCP's), or over HTTP (startMCPHTTP).
-// Either way nothing may be left when its server exits. It returns once
-// the server's ready sandboxes have started (awaitPools).
+// Either way nothing may be left when its server exits. The server keeps
+// ready sandboxes (serverSpec.ready), as by default: a hostile program
+// runs where a one-shot run of a default server does, in a sandbox
+// started ahead. start returns once they have started (awaitPools).
 func (m mode) start(t *testing.T, spec serverSpec) *mcpServer {
 	t.Helper()
+	spec.ready = true
 	var s *mcpServer
 	switch {
 	case m.http:
@@ -186,7 +189,7 @@ func (m mode) start(t *testing.T, spec serverSpec) *mcpServer {
 // with pools of its own is not waited for.
 func awaitPools(t *testing.T, s *mcpServer, spec serverSpec) {
 	t.Helper()
-	if testNoPools || testPoolsTOML(spec.config) == "" {
+	if !spec.ready || testNoPools || testPoolsTOML(spec.config, spec.ready) == "" {
 		return
 	}
 	if !waitFor(60*time.Second, func() bool { return len(s.watch.seen()) >= len(toolFor) }) {

@@ -498,20 +498,25 @@ var testNoPools bool
 
 // testPoolsTOML is the languages' pools for a server's configuration
 // config, unless config has a language's own table (a test of pools says
-// what it wants): none under testNoPools, and else one ready sandbox a
-// language, python's without preloads. The default's two a language,
-// python's second with numpy and pandas imported, were most of the
-// sandboxes the suite made, made at every server start and destroyed
-// unused at its exit, on a host whose CPU bounds the suite's time. A
-// run in the one ready sandbox takes the path a run in the default's
-// does (the ready kind, without preloads, for a program that names none);
-// the tests of the pools themselves, of warm interpreters and of
-// preloads set their own.
-func testPoolsTOML(config string) string {
+// what it wants). With ready (serverSpec.ready), and not under
+// testNoPools, it is one ready sandbox a language, python's without
+// preloads: a one-shot run then takes the path a run in the default's
+// pools does (the ready kind, without preloads, for a program that names
+// none). The isolation cases ask for it (mode.start), and so do the tests
+// of a run over MCP as a client sees it by default (TestMCPRuns); the
+// tests of the pools themselves, of warm interpreters and of preloads set
+// their own. The other servers keep none: their subject is the MCP front,
+// its transports, files, sessions or limits, which meet the same runs
+// either way, and a pool's sandboxes, made at every server start and
+// after every run and destroyed unused at its exit, were two of the three
+// sandboxes of a test of one run, on a host whose CPU bounds the suite's
+// time. (The default's two a language, python's second with numpy and
+// pandas imported, were once most of the sandboxes the suite made.)
+func testPoolsTOML(config string, ready bool) string {
 	switch {
 	case strings.Contains(config, "[languages.python]") || strings.Contains(config, "[languages.javascript]"):
 		return ""
-	case testNoPools:
+	case testNoPools || !ready:
 		return "\n[languages.python]\npool = 0\n[languages.javascript]\npool = 0\n"
 	default:
 		return "\n[languages.python]\npool = 1\npreload = []\n[languages.javascript]\npool = 1\n"

@@ -301,7 +301,7 @@ func TestMCPToolsList(t *testing.T) {
 }
 
 func TestMCPRuns(t *testing.T) {
-	s := startMCP(t, serverSpec{})
+	s := startMCP(t, serverSpec{ready: true})
 	ctx := testContext(t)
 	tests := []struct {
 		name, tool, code string

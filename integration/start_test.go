@@ -122,6 +122,9 @@ type serverSpec struct {
 	sandbox     string   // more lines for the [sandbox] table
 	config      string   // more TOML tables (not [sandbox], nor [containerd], which the runtime knobs may set)
 	netns       string   // a network namespace (its path) the server runs in, entered by nsenter; "" is the test's
+	// ready keeps one ready sandbox a language, as the default's pools
+	// do (testPoolsTOML); without it the server keeps none.
+	ready bool
 }
 
 // serverCommand returns the command for a server on the test daemon with
@@ -135,7 +138,7 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 	if concurrency == 0 {
 		concurrency = 4
 	}
-	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n%s%s", stateDir, concurrency, spec.sandbox, testContainerdTOML(), spec.config, testPoolsTOML(spec.config)), testUIDLockDir())
+	cfg := withUIDs(fmt.Sprintf("[sandbox]\nstate_dir = %q\nconcurrency = %d\n%s\n%s\n%s%s", stateDir, concurrency, spec.sandbox, testContainerdTOML(), spec.config, testPoolsTOML(spec.config, spec.ready)), testUIDLockDir())
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

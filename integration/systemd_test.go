@@ -181,7 +181,7 @@ func installUnit(t *testing.T, bin string, unit, toml []byte) (string, int) {
 		}
 		writeFile(t, unitPath+".d/binary.conf", "[Service]\nExecStart=\n"+exec+"\n")
 	}
-	writeFile(t, unitConfigDir+"/sandbox.toml", string(toml)+testPoolsTOML(string(toml)))
+	writeFile(t, unitConfigDir+"/sandbox.toml", string(toml)+testPoolsTOML(string(toml), true))
 	var token, stderr bytes.Buffer
 	tok := osexec.Command(bin, "token", "new", "systemd-test", "--append", unitConfigDir+"/tokens")
 	tok.Stdout, tok.Stderr = &token, &stderr
