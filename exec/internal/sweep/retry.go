@@ -93,6 +93,11 @@ func (r *Reaper) Retry(ctx context.Context) int {
 			left++
 			continue
 		}
+		// A delete that failed while containerd was down is done by a
+		// restarted daemon, which may have lost track of the shim: a
+		// ready sandbox's shim outlived its container so, once in nine
+		// runs of TestFaultDaemonKilledMidCallAndRestarted against 2.4.2.
+		r.StopLeftShims(it.container.ID())
 		if it.dir != "" {
 			workspace.RemoveRunDir(it.dir)
 		}

@@ -18,9 +18,10 @@ import (
 // sandbox, runs on for good with nothing to serve (containerd issues
 // 7733 and 11392 describe the same kind of leak). Nothing in containerd
 // stops it later: the container's delete does not know of it. So where a
-// creation may have been interrupted, and for every orphan a sweep
-// deletes, the server looks for the sandbox's shim once the container is
-// gone and stops it.
+// creation may have been interrupted, for every orphan a sweep deletes,
+// and for every sandbox whose delete failed and was done later (Retry:
+// containerd was down, and a restarted daemon deleted it), the server
+// looks for the sandbox's shim once the container is gone and stops it.
 
 const (
 	// shimExitGrace is how long a shim whose container is deleted has to
