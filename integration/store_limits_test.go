@@ -7,9 +7,12 @@ package integration
 // tells a client nothing of another's sessions.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -81,24 +84,32 @@ func TestStoreCountsNames(t *testing.T) {
 	)
 	s := startHTTP(t, serverSpec{env: []string{lowGOGC}, sandbox: "file_retention_bytes = \"1MiB\"\n", config: "[limits]\nmax_files_out = 200\n" + noPools})
 	c := s.connect(t, "")
+	// The runs go over an MCP session of their own (callLongNames), the
+	// reads over c: without tokens both are the same client's.
+	raw := &rawHTTP{s: s}
+	raw.send(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"long-names","version":"1"}}}`)
+	raw.next(t)
+	raw.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	session := raw.session
 	// The heap is measured from after the first run, so that the start
 	// counts what such a run leaves besides its files (the first
 	// allocations of its code paths, buffers kept for reuse).
 	var start int64
 	var uris []string
 	for i := range runs {
-		r := callTool(testContext(t), t, c, "run_python_code", code(longNamesCode))
-		if r.isError || len(r.out.Files) != 200 || r.out.FilesDropped != 0 {
+		r := callLongNames(t, s, session, i+1)
+		if r.IsError || len(r.StructuredContent.Files) != 200 || r.StructuredContent.FilesDropped != 0 {
 			t.Fatalf("run %d: %d files, %d dropped; want 200, 0 (max_files_out, files_out_bytes and the workspace let them through): %.500s",
-				i+1, len(r.out.Files), r.out.FilesDropped, r.text)
+				i+1, len(r.StructuredContent.Files), r.StructuredContent.FilesDropped, r.text())
 		}
-		if r.out.Files[0].Path != longNamePath(0) || len(r.out.Files[0].Path) != 4015 {
-			t.Fatalf("run %d: the first file is %.80q… (%d bytes); want %.80q… (4015)", i+1, r.out.Files[0].Path, len(r.out.Files[0].Path), longNamePath(0))
+		if p := r.StructuredContent.Files[0].Path; p != longNamePath(0) || len(p) != 4015 {
+			t.Fatalf("run %d: the first file is %.80q… (%d bytes); want %.80q… (4015)", i+1, p, len(p), longNamePath(0))
 		}
-		if len(r.links) != 200 {
-			t.Fatalf("run %d: %d links; want the files kept, 200 (a run of 200 names of 4 KB fits in 1 MiB): %.300s", i+1, len(r.links), r.text[len(r.text)-300:])
+		links := r.links()
+		if len(links) != 200 {
+			t.Fatalf("run %d: %d links; want the files kept, 200 (a run of 200 names of 4 KB fits in 1 MiB): %.300s", i+1, len(links), r.text())
 		}
-		uris = append(uris, r.links[0].URI)
+		uris = append(uris, links[0])
 		if i == 0 {
 			start = settledHeap(t, s)
 		}
@@ -128,6 +139,103 @@ func TestStoreCountsNames(t *testing.T) {
 	if err != nil || len(got.Contents) != 1 {
 		t.Errorf("the last run's file: %+v, %v; want it kept", got, err)
 	}
+}
+
+// longNamesResult is what TestStoreCountsNames reads of a run's result.
+type longNamesResult struct {
+	IsError bool `json:"isError"`
+	Content []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		URI  string `json:"uri"`
+	} `json:"content"`
+	StructuredContent struct {
+		Files []struct {
+			Path string `json:"path"`
+		} `json:"files"`
+		FilesDropped int `json:"files_dropped"`
+	} `json:"structuredContent"`
+}
+
+// text is the result's text, its first content.
+func (r longNamesResult) text() string {
+	if len(r.Content) == 0 || r.Content[0].Type != "text" {
+		return ""
+	}
+	return r.Content[0].Text
+}
+
+// links are the URIs of the result's resource links, in order.
+func (r longNamesResult) links() []string {
+	var uris []string
+	for _, c := range r.Content {
+		if c.Type == "resource_link" {
+			uris = append(uris, c.URI)
+		}
+	}
+	return uris
+}
+
+// callLongNames runs longNamesCode in the MCP session session of s (over
+// the 2025-06-18 protocol), as
+// JSON-RPC request id, and decodes the result once, into what the test
+// reads. Through mcp-go's client, which decodes a result some five times
+// over (the message, the result, each content), the race detector's
+// instrumented decoding of a run's 200 names of 4 KB took the test
+// binary some 7 s of CPU a run: 100 s of a lane, on a host whose CPU
+// bounds the suite.
+func callLongNames(t *testing.T, s *httpServer, session string, id int) longNamesResult {
+	t.Helper()
+	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
+		"params": map[string]any{"name": "run_python_code", "arguments": code(longNamesCode)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(testContext(t), "POST", s.base+"/mcp", bytes.NewReader(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("run %d: %s %.300q", id, resp.Status, body)
+	}
+	// One JSON message, or a stream whose last data line is the answer
+	// (notifications, if any, come before it).
+	if ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";"); ct == "text/event-stream" {
+		var last []byte
+		for line := range bytes.Lines(body) {
+			if data, ok := bytes.CutPrefix(line, []byte("data: ")); ok {
+				last = bytes.TrimRight(data, "\r\n")
+			}
+		}
+		if last == nil {
+			t.Fatalf("run %d: an event stream without data: %.300q", id, body)
+		}
+		body = last
+	}
+	var m struct {
+		ID     int              `json:"id"`
+		Result *longNamesResult `json:"result"`
+		Error  *struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(body, &m); err != nil || m.ID != id || m.Result == nil {
+		t.Fatalf("run %d: answer id %d, result %v, error %+v, %v; want the result of request %d: %.300q", id, m.ID, m.Result != nil, m.Error, err, id, body)
+	}
+	return *m.Result
 }
 
 // Each client keeps its files within an equal share of
