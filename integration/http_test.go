@@ -301,29 +301,7 @@ type rawHTTP struct {
 // stream: what a program printed may not break the framing.
 func (r *rawHTTP) send(t *testing.T, msg string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(testContext(t), "POST", r.s.base+"/mcp", strings.NewReader(msg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+r.token)
-	if r.session != "" {
-		req.Header.Set("Mcp-Session-Id", r.session)
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	}
-	resp, err := r.s.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
-		r.session = id
-	}
+	resp, body := r.post(t, msg)
 	ct, _, _ := strings.Cut(resp.Header.Get("Content-Type"), ";")
 	switch {
 	case resp.StatusCode == http.StatusAccepted:
@@ -347,6 +325,36 @@ func (r *rawHTTP) send(t *testing.T, msg string) {
 	default:
 		t.Fatalf("POST %.100s: Content-Type %q; want JSON or an event stream", msg, resp.Header.Get("Content-Type"))
 	}
+}
+
+// post POSTs msg, in the session once initialize has answered, and
+// returns the response, its body read, and takes the session's id.
+func (r *rawHTTP) post(t *testing.T, msg string) (*http.Response, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(testContext(t), "POST", r.s.base+"/mcp", strings.NewReader(msg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	if r.session != "" {
+		req.Header.Set("Mcp-Session-Id", r.session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := r.s.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
+		r.session = id
+	}
+	return resp, body
 }
 
 // oneMessage decodes b, which must be exactly one JSON-RPC 2.0 object

@@ -11,7 +11,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -90,14 +89,13 @@ func TestStoreCountsNames(t *testing.T) {
 	raw.send(t, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"long-names","version":"1"}}}`)
 	raw.next(t)
 	raw.send(t, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	session := raw.session
 	// The heap is measured from after the first run, so that the start
 	// counts what such a run leaves besides its files (the first
 	// allocations of its code paths, buffers kept for reuse).
 	var start int64
 	var uris []string
 	for i := range runs {
-		r := callLongNames(t, s, session, i+1)
+		r := callLongNames(t, raw, i+1)
 		if r.IsError || len(r.StructuredContent.Files) != 200 || r.StructuredContent.FilesDropped != 0 {
 			t.Fatalf("run %d: %d files, %d dropped; want 200, 0 (max_files_out, files_out_bytes and the workspace let them through): %.500s",
 				i+1, len(r.StructuredContent.Files), r.StructuredContent.FilesDropped, r.text())
@@ -176,38 +174,21 @@ func (r longNamesResult) links() []string {
 	return uris
 }
 
-// callLongNames runs longNamesCode in the MCP session session of s (over
-// the 2025-06-18 protocol), as
+// callLongNames runs longNamesCode in raw's MCP session, as
 // JSON-RPC request id, and decodes the result once, into what the test
 // reads. Through mcp-go's client, which decodes a result some five times
 // over (the message, the result, each content), the race detector's
 // instrumented decoding of a run's 200 names of 4 KB took the test
 // binary some 7 s of CPU a run: 100 s of a lane, on a host whose CPU
 // bounds the suite.
-func callLongNames(t *testing.T, s *httpServer, session string, id int) longNamesResult {
+func callLongNames(t *testing.T, raw *rawHTTP, id int) longNamesResult {
 	t.Helper()
 	msg, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": "tools/call",
 		"params": map[string]any{"name": "run_python_code", "arguments": code(longNamesCode)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(testContext(t), "POST", s.base+"/mcp", bytes.NewReader(msg))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Mcp-Session-Id", session)
-	req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	resp, err := s.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, body := raw.post(t, string(msg))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("run %d: %s %.300q", id, resp.Status, body)
 	}
