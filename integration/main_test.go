@@ -503,9 +503,9 @@ var testNoPools bool
 // preloads: a one-shot run then takes the path a run in the default's
 // pools does (the ready kind, without preloads, for a program that names
 // none). The isolation cases ask for it (mode.start), and so do the tests
-// of a run over MCP as a client sees it by default (TestMCPRuns); the
-// tests of the pools themselves, of warm interpreters and of preloads set
-// their own. The other servers keep none: their subject is the MCP front,
+// of a run over MCP as a client sees it by default (TestMCPRuns) and of
+// the metrics that count the pools' takes; the tests of the pools
+// themselves, of warm interpreters and of preloads set their own. The other servers keep none: their subject is the MCP front,
 // its transports, files, sessions or limits, which meet the same runs
 // either way, and a pool's sandboxes, made at every server start and
 // after every run and destroyed unused at its exit, were two of the three
