@@ -72,11 +72,14 @@
 //	                     init, code-sandbox-init (see initBinary).
 //	SANDBOX_CONTAINERD_ROOT
 //	                     the shared daemon's containerd root, instead of
-//	                     a new one in the harness directory: seeded with
-//	                     the images imported and unpacked, nothing is
-//	                     imported. Teardown deletes every container, task
-//	                     and active snapshot of testNamespace in it, and
-//	                     keeps the root and its images; so does the start
+//	                     a new one in the harness directory: the images
+//	                     found there are not imported again (the VM's
+//	                     roots are seeded; a lane of scripts/integration
+//	                     starts on an empty one, and case 27's phase
+//	                     alone on what it kept). Teardown deletes every
+//	                     container, task and active snapshot of
+//	                     testNamespace in it, and keeps the root and its
+//	                     images; so does the start
 //	                     of the next run, for what a killed run left
 //	                     there. One run at a time may use a root. The
 //	                     fault tests' private daemons still import.

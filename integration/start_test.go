@@ -123,7 +123,8 @@ type serverSpec struct {
 	config      string   // more TOML tables (not [sandbox], nor [containerd], which the runtime knobs may set)
 	netns       string   // a network namespace (its path) the server runs in, entered by nsenter; "" is the test's
 	// ready keeps one ready sandbox a language, as the default's pools
-	// do (testPoolsTOML); without it the server keeps none.
+	// do (testPoolsTOML); without it the server keeps none. A config
+	// with a language's own table says what it wants either way.
 	ready bool
 }
 
