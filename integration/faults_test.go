@@ -54,8 +54,10 @@ func sweepFaultNamespace(dir string) {
 }
 
 // faultTemplate is a daemon root with the python image imported and
-// unpacked, made once per run and copied for each private daemon: an
-// import and unpack take about 15 s, a copy with hard links under a second.
+// unpacked in the run's fault namespace, made once per run and copied
+// for each private daemon: an import and unpack take about 15 s, a copy
+// with hard links under a second. It starts as a copy of
+// SANDBOX_CONTAINERD_TEMPLATE, if set.
 var faultTemplate struct {
 	once sync.Once
 	root string
@@ -83,6 +85,12 @@ func templateRoot(t *testing.T) string {
 		h.address = filepath.Join(h.dir, "containerd.sock")
 		faultTemplate.err = func() error {
 			if err := os.MkdirAll(h.dir, 0o700); err != nil {
+				return err
+			}
+			// From SANDBOX_CONTAINERD_TEMPLATE, the python image's content
+			// is there, and its import into the fault namespace writes
+			// none; its layers are unpacked in that namespace again.
+			if err := h.fromTemplate(); err != nil {
 				return err
 			}
 			if err := h.launch(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -297,6 +298,9 @@ func (h *harness) start() error {
 
 	h.address = filepath.Join(dir, "containerd.sock")
 	testAddress = h.address
+	if err := h.fromTemplate(); err != nil {
+		return err
+	}
 	if err := h.launch(); err != nil {
 		return err
 	}
@@ -333,6 +337,27 @@ func (h *harness) start() error {
 		}
 	}
 	return ensureImages(ctx, h)
+}
+
+// fromTemplate makes the daemon's root a copy of SANDBOX_CONTAINERD_TEMPLATE,
+// if set and the root does not exist yet.
+func (h *harness) fromTemplate() error {
+	if h.cfg.template == "" {
+		return nil
+	}
+	root := h.root
+	if root == "" {
+		root = filepath.Join(h.dir, "root")
+	}
+	if _, err := os.Stat(root); !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	start := time.Now()
+	if err := copyRoot(h.cfg.template, root); err != nil {
+		return fmt.Errorf("SANDBOX_CONTAINERD_TEMPLATE: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "integration: containerd root %s copied from %s (SANDBOX_CONTAINERD_TEMPLATE) in %s\n", root, h.cfg.template, time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // launch writes the daemon's config and starts it, on h.dir and

@@ -74,15 +74,26 @@
 //	                     the shared daemon's containerd root, instead of
 //	                     a new one in the harness directory: the images
 //	                     found there are not imported again (the VM's
-//	                     roots are seeded; a lane of scripts/integration
-//	                     starts on an empty one, and case 27's phase
-//	                     alone on what it kept). Teardown deletes every
+//	                     roots are seeded by scripts/seed); one that does
+//	                     not exist starts as a copy of
+//	                     SANDBOX_CONTAINERD_TEMPLATE, if set. Teardown
+//	                     deletes every
 //	                     container, task and active snapshot of
 //	                     testNamespace in it, and keeps the root and its
 //	                     images; so does the start
 //	                     of the next run, for what a killed run left
-//	                     there. One run at a time may use a root. The
-//	                     fault tests' private daemons still import.
+//	                     there. One run at a time may use a root.
+//	SANDBOX_CONTAINERD_TEMPLATE
+//	                     a stopped daemon's root, made by this daemon's
+//	                     version, with the images imported and unpacked
+//	                     in testNamespace (scripts/seed makes it; each
+//	                     lane of scripts/integration has one): the
+//	                     shared daemon's root, a new one, starts as a
+//	                     copy of it, and so does the fault tests'
+//	                     template (see copyRoot: hard links for the
+//	                     content and the unpacked layers), where each
+//	                     daemon imported and unpacked the images itself,
+//	                     some 30 s of CPU each.
 //
 // The runtime choice is logged once, as the harness starts.
 //
@@ -215,6 +226,9 @@ type harnessConfig struct {
 	// root is SANDBOX_CONTAINERD_ROOT: the shared daemon's root, if not
 	// a new one.
 	root string
+	// template is SANDBOX_CONTAINERD_TEMPLATE: a root a new root starts
+	// as a copy of, if any.
+	template string
 }
 
 // Set from the environment by harnessConfigFromEnv, before any test runs.
@@ -281,6 +295,15 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 		}
 		cfg.root = v
 	}
+	if v := os.Getenv("SANDBOX_CONTAINERD_TEMPLATE"); v != "" {
+		if !filepath.IsAbs(v) {
+			return cfg, fmt.Errorf("SANDBOX_CONTAINERD_TEMPLATE=%s is not an absolute path", v)
+		}
+		if _, err := os.Stat(filepath.Join(v, "io.containerd.metadata.v1.bolt", "meta.db")); err != nil {
+			return cfg, fmt.Errorf("SANDBOX_CONTAINERD_TEMPLATE=%s is no containerd root (scripts/seed makes one): %w", v, err)
+		}
+		cfg.template = v
+	}
 	for _, p := range strings.Split(os.Getenv("SANDBOX_IMAGES"), ":") {
 		if p == "" {
 			continue
@@ -290,7 +313,7 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 		}
 		cfg.images = append(cfg.images, p)
 	}
-	if len(cfg.images) == 0 && cfg.root == "" {
+	if len(cfg.images) == 0 && cfg.root == "" && cfg.template == "" {
 		return missing("SANDBOX_IMAGES names no image archives (scripts/setup archives builds them)")
 	}
 	return cfg, testSettingsFromEnv()
