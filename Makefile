@@ -52,9 +52,13 @@ unit: ## go vet, staticcheck (go.mod's tool) and the unit tests with -race (the 
 integration: ## The integration suite, with -race, against private containerd 1.6 (Debian) and 2.x (go.mod's version) daemons.
 	@$(setup_env) INTEGRATION_FLAGS='$(subst ','\'',$(value INTEGRATION_FLAGS))' scripts/integration
 
-test: ## unit, then integration; works on a fresh Debian 12 machine as root.
-	@$(MAKE) unit
-	@$(MAKE) integration
+# unit and integration run side by side, after the apt packages both need
+# (two apt-get at once would fight for dpkg's lock): unit's go vet,
+# staticcheck and tests leave a core a third idle, which the suite's builds
+# and image seeding before its lanes take.
+test: ## unit and integration side by side; works on a fresh Debian 12 machine as root.
+	@$(setup_env) scripts/setup packages test-packages
+	@$(MAKE) -j2 unit integration
 
 test-cgroupv2: ## The cgroup cases on cgroup v2 in a QEMU VM: runc and crun, containerd 1.6 and 2.x, with and without systemd (root; VM image cached in CACHE).
 	@$(setup_env) scripts/cgroupv2
