@@ -116,7 +116,7 @@ func imagesBuildEnv(t *testing.T, env []string, args ...string) (string, string,
 		t.Fatal(err)
 	}
 	cmd := osexec.Command(mcpBinary(t), append([]string{"--address", testAddress, "--namespace", testNamespace, "images", "build"}, args...)...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TMPDIR=" + buildTmp()}, env...)
+	cmd.Env = serverEnv(append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TMPDIR=" + buildTmp()}, env...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -63,7 +63,7 @@ func TestHTTPSetUpAsDocumented(t *testing.T) {
 			continue
 		}
 		cmd := osexec.Command("/bin/sh", "-c", c)
-		cmd.Env = []string{path}
+		cmd.Env = serverEnv(path)
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()

@@ -40,7 +40,17 @@ var (
 	// serverBuildFlags are go build's flags for the server: -race when
 	// the suite itself is built with it (see race_test.go).
 	serverBuildFlags []string
+	// raceEnv is what serverEnv adds to the environment of a program
+	// the tests start from the server's binary: GORACE, when the server
+	// is built with -race (see race_test.go).
+	raceEnv []string
 )
+
+// serverEnv is env, for a program the tests run from the server's binary
+// (mcpBinary) with an environment of their own, with raceEnv added.
+func serverEnv(env ...string) []string {
+	return append(env, raceEnv...)
+}
 
 // mcpBinary builds the binary once per run, into the harness directory
 // (or takes SANDBOX_PREBUILT's).

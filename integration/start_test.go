@@ -117,7 +117,7 @@ func startExecutor(t *testing.T, edit func(*exec.Config)) *exec.Executor {
 // serverSpec is how to start one server.
 type serverSpec struct {
 	args        []string // before the built-in --config, --address, --namespace
-	env         []string // the server's whole environment, besides PATH
+	env         []string // the server's whole environment, besides PATH (and serverEnv's GORACE)
 	concurrency int      // [sandbox] concurrency; 0 means 4
 	sandbox     string   // more lines for the [sandbox] table
 	config      string   // more TOML tables (not [sandbox], nor [containerd], which the runtime knobs may set)
@@ -150,7 +150,7 @@ func serverCommand(t *testing.T, spec serverSpec) (*osexec.Cmd, string) {
 		// nsenter execs the server: the pid is the server's.
 		cmd = osexec.Command("nsenter", append([]string{"--net=" + spec.netns, "--", mcpBinary(t)}, args...)...)
 	}
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, spec.env...)
+	cmd.Env = serverEnv(append([]string{"PATH=" + os.Getenv("PATH")}, spec.env...)...)
 	if builtPythonImage != "" && !slices.ContainsFunc(spec.env, func(kv string) bool { return strings.HasPrefix(kv, "CONTAINER_") }) {
 		cmd.Env = append(cmd.Env, "CONTAINER_LANGUAGE=python", "CONTAINER_IMAGE="+builtPythonImage)
 	}
@@ -495,7 +495,7 @@ func startFaultServer(t *testing.T, d *privateDaemon, stateDir string, tables ..
 	}
 	// At debug level: its log is shown if the test fails.
 	cmd := osexec.Command(mcpBinary(t), "--config", cfgPath, "--address", d.address, "--namespace", d.namespace, "--log-level", "debug")
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	cmd.Env = serverEnv("PATH=" + os.Getenv("PATH"))
 	s := &faultServer{cmd: cmd, stateDir: stateDir, stderr: &syncBuffer{}, exited: make(chan struct{})}
 
 	errR, errW, err := os.Pipe()
