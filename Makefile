@@ -9,9 +9,11 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-print-directory
 
-# CACHE holds image archives, the containerd v2 build, and Node.js 22 with
-# the npm packages of integration/node (scripts/setup node); it is expanded by
-# the shell, so it follows XDG_CACHE_HOME and HOME at run time.
+# CACHE holds image archives, the containerd v2 build, Node.js 22 with the
+# npm packages of integration/node (scripts/setup node), and the containerd
+# roots the integration suite's daemons start on copies of (roots/, seeded
+# by scripts/integration); it is expanded by the shell, so it follows
+# XDG_CACHE_HOME and HOME at run time.
 CACHE ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/code-sandbox-mcp
 BIN := bin/code-sandbox-mcp
 GO ?= go
