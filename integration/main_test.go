@@ -86,14 +86,16 @@
 //	SANDBOX_CONTAINERD_TEMPLATE
 //	                     a stopped daemon's root, made by this daemon's
 //	                     version, with the images imported and unpacked
-//	                     in testNamespace (scripts/seed makes it; each
-//	                     lane of scripts/integration has one): the
-//	                     shared daemon's root, a new one, starts as a
-//	                     copy of it, and so does the fault tests'
-//	                     template (see copyRoot: hard links for the
-//	                     content and the unpacked layers), where each
-//	                     daemon imported and unpacked the images itself,
-//	                     some 30 s of CPU each.
+//	                     in testNamespace (scripts/seed makes it;
+//	                     scripts/integration keeps one per daemon
+//	                     version in CACHE/roots, for every lane of that
+//	                     version): the shared daemon's root, a new one,
+//	                     starts as a copy of it, and so does the fault
+//	                     tests' template (see copyRoot: hard links for
+//	                     the content and the unpacked layers, which no
+//	                     daemon writes in place), where each daemon
+//	                     imported and unpacked the images itself, some
+//	                     30 s of CPU each.
 //
 // The runtime choice is logged once, as the harness starts.
 //
