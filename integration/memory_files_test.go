@@ -89,8 +89,8 @@ func runInSession(t *testing.T, c *client.Client, id, code string) toolResult {
 // 320 MiB over 16 cells). Whether the truncator wins is the kernel's to
 // decide, file by file: the cells go on until it has won wantTruncated
 // times, which the fault would have cost 80 MiB, two and a half times
-// the bound (a fixed 16 cells saw it win 12 times with the host quiet,
-// and 2 in make test's lanes, where the test failed).
+// the bound (a fixed 16 cells saw it win 12 times in one clean make
+// test, and 2 in another, where the test failed).
 func TestMemoryTruncatedOutputsHoldOnlyWhatWasRead(t *testing.T) {
 	const (
 		// maxCells bounds the cells: with the truncator winning 2 of
