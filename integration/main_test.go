@@ -88,14 +88,17 @@
 //	                     version, with the images imported and unpacked
 //	                     in testNamespace (scripts/seed makes it;
 //	                     scripts/integration keeps one per daemon
-//	                     version in CACHE/roots, for every lane of that
-//	                     version): the shared daemon's root, a new one,
-//	                     starts as a copy of it, and so does the fault
-//	                     tests' template (see copyRoot: hard links for
-//	                     the content and the unpacked layers, which no
-//	                     daemon writes in place), where each daemon
-//	                     imported and unpacked the images itself, some
-//	                     30 s of CPU each.
+//	                     version in CACHE/roots, and gives every lane of
+//	                     that version a copy of the run's own, its
+//	                     layers' directories symbolic links to where
+//	                     the run keeps them): the shared daemon's root,
+//	                     a new one, starts as a copy of it, and so does
+//	                     the fault tests' template (see copyRoot: hard
+//	                     links for the content and the unpacked layers,
+//	                     which no daemon writes in place, links copied
+//	                     as links), where each daemon imported and
+//	                     unpacked the images itself, some 30 s of CPU
+//	                     each.
 //
 // The runtime choice is logged once, as the harness starts.
 //
