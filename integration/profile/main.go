@@ -6,12 +6,15 @@
 // the run's shared daemon (integration/profile_test.go).
 //
 //	go run ./integration/profile DIR
-//	go run ./integration/profile -durations DIR > integration/testdata/durations
+//	go run ./integration/profile -durations DIR... > integration/testdata/durations
 //
 // With -durations it prints instead a line "TEST SECONDS" for each test
 // that ran in a lane, its time in a 2.x lane where it ran in one: the
 // times by which scripts/integration deals the tests to the 2.x lanes.
-// The runs of the phase after the lanes (NAME-alone) are left out.
+// Given several DIRs, of runs of one tree, a test's time is its mean over
+// those it ran in: one run's times differ from the next's by up to half
+// (the longest test, 59 s in one run, 85 s in the next). The runs of the
+// phase after the lanes (NAME-alone) are left out.
 //
 // A test's sandboxes are the creations between its start and its end; the
 // tests of one run go one after another, so none is counted twice. The
@@ -51,54 +54,29 @@ type row struct {
 }
 
 func main() {
-	durations := flag.Bool("durations", false, "print each test's time in a 2.x lane, for integration/testdata/durations")
+	durations := flag.Bool("durations", false, "print each test's time in a 2.x lane, for integration/testdata/durations (the mean over several DIRs)")
 	flag.Parse()
-	if flag.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "usage: go run ./integration/profile [-durations] DIR (the INTEGRATION_PROFILE of a make integration run)")
+	if flag.NArg() != 1 && !(*durations && flag.NArg() > 1) {
+		fmt.Fprintln(os.Stderr, "usage: go run ./integration/profile DIR | -durations DIR... (each the INTEGRATION_PROFILE of a make integration run)")
 		os.Exit(2)
 	}
-	if err := run(flag.Arg(0), *durations); err != nil {
+	var err error
+	if *durations {
+		err = printDurations(flag.Args())
+	} else {
+		err = run(flag.Arg(0))
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "profile: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir string, durations bool) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+func run(dir string) error {
+	rows, runs, err := readDir(dir)
 	if err != nil {
 		return err
 	}
-	if len(files) == 0 {
-		return fmt.Errorf("no RUN.json in %s: run make integration with INTEGRATION_PROFILE=%s", dir, dir)
-	}
-	var rows []row
-	var runs []string
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".json")
-		r, err := readRun(name, f)
-		if err != nil {
-			return err
-		}
-		creates, err := readCreates(filepath.Join(dir, name+".events"))
-		if err != nil {
-			return err
-		}
-		for i := range r {
-			for _, c := range creates {
-				if !c.Before(r[i].start) && !c.After(r[i].end) {
-					r[i].sandboxes++
-				}
-			}
-		}
-		runs = append(runs, name)
-		rows = append(rows, r...)
-	}
-	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(b.seconds, a.seconds) })
-	if durations {
-		printDurations(rows)
-		return nil
-	}
-
 	fmt.Println("| run | tests run | skipped | failed | sum of test times (s) | sandboxes |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|")
 	for _, name := range runs {
@@ -135,21 +113,71 @@ func run(dir string, durations bool) error {
 
 // printDurations prints "TEST SECONDS" for each test that ran, sorted by
 // name: its time in a 2.x lane, or in another where it ran in none.
-func printDurations(rows []row) {
-	best := map[string]row{}
-	for _, r := range rows {
-		// A run NAME-alone is scripts/integration's phase after the lanes
-		// (case 27 alone on the host): its times are no lane's.
-		if r.result == "skip" || strings.HasSuffix(r.run, "-alone") {
-			continue
+// printDurations prints each test's time in a lane of the runs in dirs,
+// the mean over the dirs it ran in.
+func printDurations(dirs []string) error {
+	sum, n := map[string]float64{}, map[string]int{}
+	for _, dir := range dirs {
+		rows, _, err := readDir(dir)
+		if err != nil {
+			return err
 		}
-		if b, ok := best[r.test]; !ok || !strings.HasPrefix(b.run, "2.x") && strings.HasPrefix(r.run, "2.x") {
-			best[r.test] = r
+		best := map[string]row{}
+		for _, r := range rows {
+			// A run NAME-alone is scripts/integration's phase after the
+			// lanes (case 27 alone on the host): its times are no lane's.
+			if r.result == "skip" || strings.HasSuffix(r.run, "-alone") {
+				continue
+			}
+			if b, ok := best[r.test]; !ok || !strings.HasPrefix(b.run, "2.x") && strings.HasPrefix(r.run, "2.x") {
+				best[r.test] = r
+			}
+		}
+		for name, r := range best {
+			sum[name] += r.seconds
+			n[name]++
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(best)) {
-		fmt.Printf("%s %.1f\n", name, best[name].seconds)
+	for _, name := range slices.Sorted(maps.Keys(sum)) {
+		fmt.Printf("%s %.1f\n", name, sum[name]/float64(n[name]))
 	}
+	return nil
+}
+
+// readDir reads the runs of DIR: their top-level tests, longest first,
+// each with the sandboxes it made, and the runs' names.
+func readDir(dir string) ([]row, []string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(files) == 0 {
+		return nil, nil, fmt.Errorf("no RUN.json in %s: run make integration with INTEGRATION_PROFILE=%s", dir, dir)
+	}
+	var rows []row
+	var runs []string
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		r, err := readRun(name, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		creates, err := readCreates(filepath.Join(dir, name+".events"))
+		if err != nil {
+			return nil, nil, err
+		}
+		for i := range r {
+			for _, c := range creates {
+				if !c.Before(r[i].start) && !c.After(r[i].end) {
+					r[i].sandboxes++
+				}
+			}
+		}
+		runs = append(runs, name)
+		rows = append(rows, r...)
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(b.seconds, a.seconds) })
+	return rows, runs, nil
 }
 
 // readRun reads the top-level tests of run name from its test2json file.
