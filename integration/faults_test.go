@@ -242,7 +242,7 @@ func adoptImage(ctx context.Context, c *containerd.Client, from, to, ref string)
 // place, which copyRoot copies as a link: a copy of the root for a
 // private daemon is then a few dozen files, not the image's 27,000 hard
 // links (some 1.3 s of the kernel's time to copy, and 1 s to remove,
-// some twenty times a lane). A daemon reads a committed layer only, as
+// 9 to 12 times a lane). A daemon reads a committed layer only, as
 // an overlay's lower directory, whose path the kernel resolves; removing
 // the snapshot removes the link. dir lives as long as the harness's
 // directory, which holds every private daemon's.
