@@ -10,6 +10,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	osexec "os/exec"
@@ -247,7 +248,7 @@ func adoptImage(ctx context.Context, c *containerd.Client, from, to, ref string)
 // the snapshot removes the link. dir lives as long as the harness's
 // directory, which holds every private daemon's.
 func linkLayers(root, dir string) error {
-	snapshots := filepath.Join(root, "io.containerd.snapshotter.v1.overlayfs", "snapshots")
+	snapshots := snapshotsDir(root)
 	ents, err := os.ReadDir(snapshots)
 	if err != nil {
 		return err
@@ -268,6 +269,40 @@ func linkLayers(root, dir string) error {
 	return nil
 }
 
+// ownLayers replaces each layer link of root (linkLayers) by a hard-link
+// copy of the layer it names: a kept root (SANDBOX_CONTAINERD_ROOT)
+// outlives the run whose template holds the layers.
+func ownLayers(root string) error {
+	snapshots := snapshotsDir(root)
+	ents, err := os.ReadDir(snapshots)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		fs := filepath.Join(snapshots, e.Name(), "fs")
+		layer, err := os.Readlink(fs)
+		if errors.Is(err, syscall.EINVAL) {
+			continue // a directory of its own
+		}
+		if err != nil {
+			return err
+		}
+		if err := os.Remove(fs); err != nil {
+			return err
+		}
+		if out, err := osexec.Command("cp", "-a", "--link", layer, fs).CombinedOutput(); err != nil {
+			return fmt.Errorf("cp -a --link %s %s: %v: %s", layer, fs, err, out)
+		}
+	}
+	return nil
+}
+
+// snapshotsDir is the directory of root's snapshots, each an fs directory
+// (the layer, unpacked) in a directory named after its id.
+func snapshotsDir(root string) string {
+	return filepath.Join(root, "io.containerd.snapshotter.v1.overlayfs", "snapshots")
+}
+
 // copyRoot copies a stopped daemon's root from to to: image content and
 // unpacked layers, which nobody writes, as hard links, and a symbolic
 // link (linkLayers) as a link; every other file (the bolt databases
@@ -278,7 +313,7 @@ func copyRoot(from, to string) error {
 	}
 	shared := []string{
 		filepath.Join(to, "io.containerd.content.v1.content", "blobs") + "/",
-		filepath.Join(to, "io.containerd.snapshotter.v1.overlayfs", "snapshots") + "/",
+		snapshotsDir(to) + "/",
 	}
 	return filepath.WalkDir(to, func(p string, d os.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {

@@ -356,6 +356,11 @@ func (h *harness) fromTemplate() error {
 	if err := copyRoot(h.cfg.template, root); err != nil {
 		return fmt.Errorf("SANDBOX_CONTAINERD_TEMPLATE: %w", err)
 	}
+	if h.root != "" {
+		if err := ownLayers(root); err != nil {
+			return fmt.Errorf("SANDBOX_CONTAINERD_TEMPLATE's layers into SANDBOX_CONTAINERD_ROOT: %w", err)
+		}
+	}
 	fmt.Fprintf(os.Stderr, "integration: containerd root %s copied from %s (SANDBOX_CONTAINERD_TEMPLATE) in %s\n", root, h.cfg.template, time.Since(start).Round(time.Millisecond))
 	return nil
 }

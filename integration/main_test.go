@@ -76,7 +76,9 @@
 //	                     found there are not imported again (the VM's
 //	                     roots are seeded by scripts/seed); one that does
 //	                     not exist starts as a copy of
-//	                     SANDBOX_CONTAINERD_TEMPLATE, if set. Teardown
+//	                     SANDBOX_CONTAINERD_TEMPLATE, if set, with
+//	                     layers of its own where the template has links
+//	                     (see ownLayers). Teardown
 //	                     deletes every
 //	                     container, task and active snapshot of
 //	                     testNamespace in it, and keeps the root and its
