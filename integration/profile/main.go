@@ -56,7 +56,7 @@ type row struct {
 func main() {
 	durations := flag.Bool("durations", false, "print each test's time in a 2.x lane, for integration/testdata/durations (the mean over several DIRs)")
 	flag.Parse()
-	if flag.NArg() != 1 && !(*durations && flag.NArg() > 1) {
+	if flag.NArg() == 0 || flag.NArg() > 1 && !*durations {
 		fmt.Fprintln(os.Stderr, "usage: go run ./integration/profile DIR | -durations DIR... (each the INTEGRATION_PROFILE of a make integration run)")
 		os.Exit(2)
 	}
@@ -111,10 +111,9 @@ func run(dir string) error {
 	return nil
 }
 
-// printDurations prints "TEST SECONDS" for each test that ran, sorted by
-// name: its time in a 2.x lane, or in another where it ran in none.
-// printDurations prints each test's time in a lane of the runs in dirs,
-// the mean over the dirs it ran in.
+// printDurations prints "TEST SECONDS" for each test that ran in the
+// runs in dirs, sorted by name: its time in a 2.x lane, or in another
+// where it ran in none, the mean over the dirs it ran in.
 func printDurations(dirs []string) error {
 	sum, n := map[string]float64{}, map[string]int{}
 	for _, dir := range dirs {
