@@ -386,8 +386,8 @@ type startWatch struct {
 	// starts of sandboxes started before this watch began.
 	server *startWatch
 
-	// since is when the watch began: a task deleted after it counts as
-	// exited during it only if it exited after it.
+	// since is when the watch began: a task whose exit or delete comes
+	// after it counts as exited during it only if it exited after it.
 	since time.Time
 	// ended are the sandboxes whose task had ended, or that had none,
 	// as the watch began: their exit or delete meanwhile is not an exit
@@ -519,8 +519,11 @@ func (w *startWatch) record(v any) {
 		w.add(e.ContainerID)
 	case *apievents.TaskExit:
 		// Only the task's init process: an exec's exit has an id of its
-		// own.
-		if e.ID == e.ContainerID {
+		// own. And only an exit while the watch ran: a shim forwards its
+		// events to the daemon in the background, so the exit of a task
+		// whose container was gone before the watch began (not in ended)
+		// may come after it began (seen on 1.6: a closed session's).
+		if e.ID == e.ContainerID && (e.ExitedAt == nil || !e.ExitedAt.AsTime().Before(w.since)) {
 			w.exit(e.ContainerID)
 		}
 	case *apievents.TaskDelete:
