@@ -25,7 +25,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containerd/containerd/v2/defaults"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/opencontainers/image-spec/identity"
 
 	"code-sandbox-mcp/config"
 )
@@ -64,7 +66,7 @@ type exhaustion struct {
 	// inSandbox is what use must print in run B: "" for "ok".
 	inSandbox string
 	// host runs use on the host as another uid; nil runs it in the
-	// unpacked python image (chroot, host namespaces).
+	// python image's root (imageRoot: chroot, host namespaces).
 	host func(t *testing.T) string
 	held func(t *testing.T, n int, errno string)
 }
@@ -283,7 +285,7 @@ else:
 	}
 
 	spec := serverSpec{concurrency: 4}
-	root, _ := unpackedImage(t, pythonImage)
+	root := imageRoot(t, pythonImage)
 	eachMode(t, func(t *testing.T, m mode) {
 		s := m.start(t, spec)
 		for _, tc := range cases {
@@ -372,6 +374,43 @@ func releaseRuns(t *testing.T, stateDir, token string) {
 	for _, d := range dirs {
 		os.WriteFile(filepath.Join(d, "release-"+token), nil, 0o444)
 	}
+}
+
+// imageRoot returns the directory of image ref's root file system as the
+// test daemon unpacked it, for a host process to chroot into and read
+// only: the committed snapshot of its one layer (the images the tests
+// import have one). A read-only view of a one-layer image is a bind mount
+// of that layer's directory, whose path is all this wants: the view is
+// removed at once, the directory staying with the image. (Unpacked from
+// the archive with tar(1) instead, the python image cost some 10 s of a
+// core to extract and, at the run's end, 7 to 16 s to remove.)
+func imageRoot(t *testing.T, ref string) string {
+	t.Helper()
+	ctx := testContext(t)
+	img, err := testClient.GetImage(ctx, ref)
+	if err != nil {
+		t.Fatalf("image %s: %v", ref, err)
+	}
+	diffIDs, err := img.RootFS(ctx)
+	if err != nil {
+		t.Fatalf("image %s's layers: %v", ref, err)
+	}
+	if len(diffIDs) != 1 {
+		t.Fatalf("image %s has %d layers; imageRoot reads a one-layer image's", ref, len(diffIDs))
+	}
+	sn := testClient.SnapshotService(defaults.DefaultSnapshotter)
+	key := "image-root-" + randomToken(t)
+	mounts, err := sn.View(ctx, key, identity.ChainID(diffIDs).String())
+	if err != nil {
+		t.Fatalf("view of image %s's layer (is it unpacked for %s?): %v", ref, defaults.DefaultSnapshotter, err)
+	}
+	if err := sn.Remove(ctx, key); err != nil {
+		t.Fatalf("remove the view of image %s's layer: %v", ref, err)
+	}
+	if len(mounts) != 1 || mounts[0].Type != "bind" {
+		t.Fatalf("view of image %s's one layer: mounts %+v; want one bind mount of its directory", ref, mounts)
+	}
+	return mounts[0].Source
 }
 
 // hostRun runs argv on the host, in root if not empty (chroot), as uid
