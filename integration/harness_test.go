@@ -537,6 +537,7 @@ func (h *harness) dumpLog() {
 // It goes on after an error and returns them all.
 func (h *harness) teardown() error {
 	var errs []error
+	start := time.Now()
 	if h.stopProfile != nil {
 		h.stopProfile()
 	}
@@ -551,6 +552,7 @@ func (h *harness) teardown() error {
 	if h.dir == "" {
 		return errors.Join(errs...)
 	}
+	stopped := time.Now()
 	if held, err := heldUIDClaims(filepath.Join(h.dir, "uids")); err != nil || len(held) > 0 {
 		errs = append(errs, fmt.Errorf("uid claims still held at the end: %v (%v)", held, err))
 	}
@@ -558,10 +560,15 @@ func (h *harness) teardown() error {
 	ids := deleteRuncState(h.dir, h.namespace, h.ids)
 	errs = append(errs, unmountUnder(h.dir))
 	errs = append(errs, removeCgroups(h.namespace, ids))
+	swept := time.Now()
 	if m := mountsUnder(h.dir); len(m) > 0 {
 		errs = append(errs, fmt.Errorf("not removing %s: still mounted: %v", h.dir, m))
 	} else if err := removeLockedDir(h.dir); err != nil {
 		errs = append(errs, err)
+	}
+	if h == testHarness {
+		fmt.Fprintf(os.Stderr, "integration: teardown of %s in %s (daemon stopped in %s, swept in %s, removed in %s)\n", h.dir, time.Since(start).Round(time.Millisecond),
+			stopped.Sub(start).Round(time.Millisecond), swept.Sub(stopped).Round(time.Millisecond), time.Since(swept).Round(time.Millisecond))
 	}
 	return errors.Join(errs...)
 }
