@@ -27,6 +27,7 @@ import (
 	containerd "github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	ctrimages "github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/defaults"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	"github.com/mark3labs/mcp-go/client"
@@ -40,15 +41,33 @@ import (
 const faultPool = 2
 
 // faultNamespaceOf is the namespace of the private daemons of the harness
-// directory dir: one per run, so that what a case leaves in the host's
+// directory dir, unless SANDBOX_FAULT_NAMESPACE names one (see
+// faultNamespace): one per run, so that what a case leaves in the host's
 // cgroups and runc state is told apart from another run's, and a later
 // run's sweepStale can find it.
 func faultNamespaceOf(dir string) string {
 	return "code-sandbox-fault-" + strings.TrimPrefix(filepath.Base(dir), harnessPrefix)
 }
 
+// faultNamespace is the namespace of this run's private daemons:
+// SANDBOX_FAULT_NAMESPACE, which scripts/integration seeds with the
+// python image in each daemon version's template root (so that no lane
+// unpacks it again), or the run's own (faultNamespaceOf). Its checks see
+// the whole namespace (privateDaemon.assertNoLeftovers): two runs at once
+// must not share it, which is why scripts/integration names one per
+// daemon version and deals the fault tests to one lane of each.
+func faultNamespace() string {
+	if testHarness.cfg.faultNamespace != "" {
+		return testHarness.cfg.faultNamespace
+	}
+	return faultNamespaceOf(testDir)
+}
+
 // sweepFaultNamespace removes what private daemons of the killed run in
 // dir left in the host: runc state and cgroups of its fault namespace.
+// Its own namespace is the run's, and what is there is the run's; from a
+// named one (SANDBOX_FAULT_NAMESPACE), which later runs share, only the
+// containers whose bundles are in its daemons' state directories.
 func sweepFaultNamespace(dir string) {
 	ns := faultNamespaceOf(dir)
 	ents, _ := os.ReadDir(filepath.Join("/run/containerd/runc", ns))
@@ -57,13 +76,22 @@ func sweepFaultNamespace(dir string) {
 		ids = append(ids, e.Name())
 	}
 	removeCgroups(ns, deleteRuncState(dir, ns, ids))
+	// DIR/fN (a private daemon's directory)/state/io.containerd.runtime.v2.task/NAMESPACE.
+	states, _ := filepath.Glob(filepath.Join(dir, "f*", "state", "io.containerd.runtime.v2.task", "*"))
+	for _, st := range states {
+		if named := filepath.Base(st); named != ns {
+			removeCgroups(named, deleteRuncState(filepath.Dir(filepath.Dir(filepath.Dir(st))), named, nil))
+		}
+	}
 }
 
 // faultTemplate is a daemon root with the python image imported and
 // unpacked in the run's fault namespace, made once per run and copied
 // for each private daemon: an import and unpack take about 15 s, a copy
 // with hard links under a second. It starts as a copy of
-// SANDBOX_CONTAINERD_TEMPLATE, if set.
+// SANDBOX_CONTAINERD_TEMPLATE, if set, which scripts/integration seeds
+// with the image unpacked in the fault namespace too: then that copy is
+// the template as it is.
 var faultTemplate struct {
 	once sync.Once
 	root string
@@ -87,15 +115,17 @@ func templateRoot(t *testing.T) string {
 	faultTemplate.once.Do(func() {
 		start := time.Now()
 		var imported time.Duration
-		h := &harness{cfg: testHarness.cfg, dir: filepath.Join(testDir, "ft"), namespace: faultNamespaceOf(testDir)}
+		seeded := false
+		h := &harness{cfg: testHarness.cfg, dir: filepath.Join(testDir, "ft"), namespace: faultNamespace()}
 		h.address = filepath.Join(h.dir, "containerd.sock")
 		faultTemplate.err = func() error {
 			if err := os.MkdirAll(h.dir, 0o700); err != nil {
 				return err
 			}
 			// From SANDBOX_CONTAINERD_TEMPLATE, the python image is there,
-			// in testNamespace: the fault namespace takes it from there,
-			// with no data sent, and unpacks its layers again.
+			// in testNamespace, and maybe in the fault namespace too: if
+			// not, the fault namespace takes it from testNamespace, with
+			// no data sent, and unpacks its layers again.
 			if err := h.fromTemplate(); err != nil {
 				return err
 			}
@@ -113,6 +143,17 @@ func templateRoot(t *testing.T) string {
 			}
 			ctx, cancel := context.WithTimeout(namespaces.WithNamespace(context.Background(), h.namespace), 5*time.Minute)
 			defer cancel()
+			// Seeded there (SANDBOX_FAULT_NAMESPACE): nothing to do.
+			if img, err := h.client.GetImage(ctx, pythonImage); err == nil {
+				unpacked, err := img.IsUnpacked(ctx, defaults.DefaultSnapshotter)
+				if err != nil {
+					return err
+				}
+				if unpacked {
+					seeded = true
+					return nil
+				}
+			}
 			if h.cfg.template != "" {
 				if err := adoptImage(ctx, h.client, testNamespace, h.namespace, pythonImage); err != nil {
 					return fmt.Errorf("take %s from namespace %s: %w", pythonImage, testNamespace, err)
@@ -164,6 +205,10 @@ func templateRoot(t *testing.T) string {
 			return
 		}
 		faultTemplate.root = filepath.Join(h.dir, "root")
+		if seeded {
+			t.Logf("fault template: the python image was unpacked in namespace %s of the template root already; ready in %s", h.namespace, time.Since(start).Round(time.Millisecond))
+			return
+		}
 		if err := linkLayers(faultTemplate.root, filepath.Join(h.dir, "layers")); err != nil {
 			faultTemplate.err = fmt.Errorf("fault template: %w", err)
 			return
@@ -258,6 +303,11 @@ func linkLayers(root, dir string) error {
 	}
 	for _, e := range ents {
 		fs := filepath.Join(snapshots, e.Name(), "fs")
+		if fi, err := os.Lstat(fs); err != nil {
+			return err
+		} else if fi.Mode()&os.ModeSymlink != 0 {
+			continue // a link already, from the template
+		}
 		layer := filepath.Join(dir, e.Name())
 		if err := os.Rename(fs, layer); err != nil {
 			return err
@@ -352,7 +402,7 @@ func newPrivateDaemon(t *testing.T) *privateDaemon {
 	t.Helper()
 	root := templateRoot(t)
 	privateDaemons++
-	h := &harness{cfg: testHarness.cfg, dir: filepath.Join(testDir, fmt.Sprintf("f%d", privateDaemons)), namespace: faultNamespaceOf(testDir)}
+	h := &harness{cfg: testHarness.cfg, dir: filepath.Join(testDir, fmt.Sprintf("f%d", privateDaemons)), namespace: faultNamespace()}
 	h.address = filepath.Join(h.dir, "containerd.sock")
 	if err := os.MkdirAll(h.dir, 0o700); err != nil {
 		t.Fatal(err)

@@ -101,6 +101,15 @@
 //	                     as links), where each daemon imported and
 //	                     unpacked the images itself, some 30 s of CPU
 //	                     each.
+//	SANDBOX_FAULT_NAMESPACE
+//	                     the namespace of the fault tests' private
+//	                     daemons (see faultNamespace), instead of one of
+//	                     the run's own; where SANDBOX_CONTAINERD_TEMPLATE
+//	                     holds the python image unpacked in it, as
+//	                     scripts/integration seeds it (one namespace per
+//	                     daemon version), their roots are copies of the
+//	                     template, and no run unpacks the image again.
+//	                     Two runs at once must not share one.
 //
 // The runtime choice is logged once, as the harness starts.
 //
@@ -126,6 +135,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/containerd/containerd/v2/pkg/identifiers"
 
 	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/containers/images"
@@ -236,6 +247,9 @@ type harnessConfig struct {
 	// template is SANDBOX_CONTAINERD_TEMPLATE: a root a new root starts
 	// as a copy of, if any.
 	template string
+	// faultNamespace is SANDBOX_FAULT_NAMESPACE: the namespace of the
+	// fault tests' daemons, if not one of the run's own.
+	faultNamespace string
 }
 
 // Set from the environment by harnessConfigFromEnv, before any test runs.
@@ -310,6 +324,10 @@ func harnessConfigFromEnv() (harnessConfig, error) {
 			return cfg, fmt.Errorf("SANDBOX_CONTAINERD_TEMPLATE=%s is no containerd root (scripts/seed makes one): %w", v, err)
 		}
 		cfg.template = v
+	}
+	cfg.faultNamespace = os.Getenv("SANDBOX_FAULT_NAMESPACE")
+	if err := identifiers.Validate(cfg.faultNamespace); cfg.faultNamespace != "" && err != nil {
+		return cfg, fmt.Errorf("SANDBOX_FAULT_NAMESPACE=%s: %w", cfg.faultNamespace, err)
 	}
 	for _, p := range strings.Split(os.Getenv("SANDBOX_IMAGES"), ":") {
 		if p == "" {
