@@ -400,6 +400,12 @@ var privateDaemons int
 // newPrivateDaemon starts a private daemon for t.
 func newPrivateDaemon(t *testing.T) *privateDaemon {
 	t.Helper()
+	// scripts/integration deals the TestFault* tests to one lane of each
+	// daemon version, by name: two lanes at once sharing the version's
+	// fault namespace would see each other's sandboxes in its checks.
+	if !strings.HasPrefix(t.Name(), "TestFault") {
+		t.Fatalf("%s starts a private daemon, which only a test named TestFault* may: scripts/integration deals those to one lane of each daemon version, whose fault namespace they share", t.Name())
+	}
 	root := templateRoot(t)
 	privateDaemons++
 	h := &harness{cfg: testHarness.cfg, dir: filepath.Join(testDir, fmt.Sprintf("f%d", privateDaemons)), namespace: faultNamespace()}
