@@ -567,7 +567,7 @@ func (h *harness) teardown() error {
 		errs = append(errs, err)
 	}
 	if h == testHarness {
-		fmt.Fprintf(os.Stderr, "integration: teardown of %s in %s (daemon stopped in %s, swept in %s, removed in %s)\n", h.dir, time.Since(start).Round(time.Millisecond),
+		fmt.Fprintf(os.Stderr, "integration: teardown of %s in %s (containers deleted and daemon stopped in %s, swept in %s, removed in %s)\n", h.dir, time.Since(start).Round(time.Millisecond),
 			stopped.Sub(start).Round(time.Millisecond), swept.Sub(stopped).Round(time.Millisecond), time.Since(swept).Round(time.Millisecond))
 	}
 	return errors.Join(errs...)
