@@ -28,6 +28,7 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"code-sandbox-mcp/config"
 	"code-sandbox-mcp/internal/jsontest"
 	"code-sandbox-mcp/internal/logtest"
 	sandboxoci "code-sandbox-mcp/oci"
@@ -813,7 +814,18 @@ func TestRunSubcommand(t *testing.T) {
 }
 
 func TestDoctor(t *testing.T) {
-	cmd, _ := serverCommand(t, serverSpec{})
+	// Hello world runs with the default timeout, scaled under emulation
+	// (SANDBOX_TEST_TIME_SCALE) as every other deadline is: what is
+	// checked here is the doctor's report, not how fast a sandbox is made.
+	// In CI's cgroup v2 VM (runc on 2.x, systemd driver) a python sandbox
+	// once took over the default's 30 s to be made, on a host where it
+	// takes 1.5 to 3.
+	var spec serverSpec
+	if testTimeScale > 1 {
+		def := int(time.Duration(config.Default().Limits.Timeout) / time.Second)
+		spec.config = fmt.Sprintf("[limits]\ntimeout = \"%ds\"\n", scaled(def))
+	}
+	cmd, _ := serverCommand(t, spec)
 	cmd.Args = append(cmd.Args, "doctor")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
