@@ -290,12 +290,21 @@ func (m mode) hostile(t *testing.T, s *mcpServer, lang, src string, opts ...host
 	}
 	w := s.watchCall(t)
 	var session string
-	var started []string // the session's task among them
+	var started []string // the session's sandbox among them
 	if m.session {
 		session = createSession(t, s, lang)
 		args["session_id"] = session
 		w.flush(t)
+		// The containers created too, not only the tasks started: the
+		// daemon publishes /containers/create itself, before Create
+		// returns, so the flush has it; a 1.6 shim forwards /tasks/start
+		// in the background, and it once came after the flush's probe.
 		started = w.seen()
+		for _, id := range w.createdContainers() {
+			if !slices.Contains(started, id) {
+				started = append(started, id)
+			}
+		}
 	}
 	start := time.Now()
 	r := s.call(testContext(t), t, tool, args)
@@ -309,7 +318,7 @@ func (m mode) hostile(t *testing.T, s *mcpServer, lang, src string, opts ...host
 		if !waitFor(15*time.Second, func() bool {
 			return slices.ContainsFunc(w.exitedIDs(), func(id string) bool { return slices.Contains(started, id) })
 		}) {
-			t.Fatalf("session %s closed, but none of the tasks started as it was created (%v) exited in 15s", session, started)
+			t.Fatalf("session %s closed, but none of the sandboxes created or started as it was created (%v) exited in 15s", session, started)
 		}
 		return hostileRun{toolResult: r, ids: w.exitedIDs(), took: took, watch: w}
 	}
