@@ -416,7 +416,12 @@ type startWatch struct {
 // own and waits for it: containerd's exchange hands events to a
 // subscriber in the order it published them, so what came before the
 // probe has been recorded when the probe arrives. A test that asserts
-// something did not happen flushes first, instead of sleeping.
+// something did not happen flushes first, instead of sleeping. A task's
+// /tasks/start and /tasks/exit come from its shim, which forwards them
+// in the background: the daemon may publish them after a flush begun
+// once the call that caused them returned (seen on 1.6). What the daemon
+// publishes itself, such as /containers/create and /containers/delete,
+// is in order.
 func (w *startWatch) flush(t *testing.T) {
 	t.Helper()
 	w.flushes++
