@@ -818,8 +818,8 @@ func TestDoctor(t *testing.T) {
 	// (SANDBOX_TEST_TIME_SCALE) as every other deadline is: what is
 	// checked here is the doctor's report, not how fast a sandbox is made.
 	// In CI's cgroup v2 VM (runc on 2.x, systemd driver) a python sandbox
-	// once took over the default's 30 s to be made, on a host where it
-	// takes 1.5 to 3.
+	// once took over the default's 30 s to be made; it takes 1 to 3 s
+	// there.
 	var spec serverSpec
 	if testTimeScale > 1 {
 		def := int(time.Duration(config.Default().Limits.Timeout) / time.Second)
