@@ -299,12 +299,7 @@ func (m mode) hostile(t *testing.T, s *mcpServer, lang, src string, opts ...host
 		// daemon publishes /containers/create itself, before Create
 		// returns, so the flush has it; a 1.6 shim forwards /tasks/start
 		// in the background, and it once came after the flush's probe.
-		started = w.seen()
-		for _, id := range w.createdContainers() {
-			if !slices.Contains(started, id) {
-				started = append(started, id)
-			}
-		}
+		started = append(w.seen(), w.createdContainers()...)
 	}
 	start := time.Now()
 	r := s.call(testContext(t), t, tool, args)
